@@ -1,0 +1,361 @@
+"""Impulse targets, pseudo inputs and the query/key solver (pure torch).
+
+Structured initialization (Zheng, Li, Lucey, arXiv 2404.01139) starts every attention head as a
+convolutional impulse filter: head ``h`` attends from patch ``(r, c)`` to patch
+``(r + dy_h, c + dx_h)``, with one shift per head drawn from a ``k x k`` window.  The head's query
+and key weights ``Q_h, K_h`` (``D x d_h``) are solved so that, on a positional pseudo input ``X``
+(``N x D``),
+
+    softmax(X Q_h K_h^T X^T / sqrt(d_h))  ~  H_h                                      (paper eq. 5)
+
+This module has no timm or transformers import: the adapters in :mod:`structinit_hf.init` call it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+__all__ = [
+    "PSEUDO_INPUTS",
+    "SOLVERS",
+    "attention_maps",
+    "complement_basis",
+    "impulse_shifts",
+    "impulse_targets",
+    "pseudo_input",
+    "sincos_2d",
+    "solve_qk",
+    "target_fidelity",
+    "validate_kernel_size",
+]
+
+PSEUDO_INPUTS = ("sincos", "uniform", "gaussian", "sincos+uniform", "sincos+gaussian")
+SOLVERS = ("svd", "adam")
+_RCOND_STEPS = (0.1, 0.05, 0.03, 0.01, 3e-3, 1e-3, 1e-4)
+LAYER_NORM_EPS = 1e-6  # timm's ViT LayerNorm eps, so the pseudo input matches what a block sees
+
+Grid = tuple[int, int]
+
+
+def _grid(grid_size: int | Sequence[int]) -> Grid:
+    if isinstance(grid_size, int):
+        grid_size = (grid_size, grid_size)
+    h, w = (int(s) for s in grid_size)
+    if h < 1 or w < 1:
+        raise ValueError(f"grid_size must be positive, got {tuple(grid_size)}")
+    return h, w
+
+
+def _generator(seed: int, device: torch.device | str | None = None) -> torch.Generator:
+    # Random draws always happen on a CPU generator, so a seed gives the same numbers on any device.
+    del device
+    return torch.Generator().manual_seed(int(seed))
+
+
+def validate_kernel_size(kernel_size: int, grid_size: int | Sequence[int]) -> None:
+    """Raise ``ValueError`` unless ``kernel_size`` is a positive odd int that fits the patch grid."""
+    h, w = _grid(grid_size)
+    if isinstance(kernel_size, bool) or not isinstance(kernel_size, int):
+        raise ValueError(f"kernel_size must be an odd int >= 1, got {kernel_size!r}")
+    if kernel_size < 1 or kernel_size % 2 == 0:
+        raise ValueError(f"kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {kernel_size}")
+    if kernel_size > min(h, w):
+        raise ValueError(
+            f"kernel_size {kernel_size} does not fit the {h}x{w} patch grid: it must be at most {min(h, w)}"
+        )
+
+
+def impulse_shifts(
+    num_heads: int, kernel_size: int, seed: int = 0, grid_size: int | Sequence[int] | None = None
+) -> torch.Tensor:
+    """One ``(dy, dx)`` shift per head, drawn uniformly from the ``k x k`` window around zero.
+
+    Returns an int64 tensor of shape ``(num_heads, 2)`` with entries in ``[-(k // 2), k // 2]``.
+    """
+    if num_heads < 1:
+        raise ValueError(f"num_heads must be >= 1, got {num_heads}")
+    validate_kernel_size(kernel_size, grid_size if grid_size is not None else kernel_size)
+    index = torch.randint(0, kernel_size * kernel_size, (num_heads,), generator=_generator(seed))
+    half = kernel_size // 2
+    return torch.stack([index // kernel_size - half, index % kernel_size - half], dim=1)
+
+
+def impulse_targets(grid_size: int | Sequence[int], shifts: torch.Tensor) -> torch.Tensor:
+    """Target attention maps ``H_h`` of shape ``(heads, N, N)`` for a ``h x w`` patch grid.
+
+    Row ``(r, c)`` of head ``h`` holds a single 1 at ``(r + dy_h, c + dx_h)`` (row-major token
+    order).  Rows whose target falls outside the grid are all zero: zero padding at the border.
+    """
+    h, w = _grid(grid_size)
+    shifts = torch.as_tensor(shifts, dtype=torch.long).reshape(-1, 2)
+    rows, cols = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    rows, cols = rows.reshape(-1), cols.reshape(-1)
+    targets = torch.zeros(len(shifts), h * w, h * w)
+    for head, (dy, dx) in enumerate(shifts.tolist()):
+        tr, tc = rows + dy, cols + dx
+        valid = (tr >= 0) & (tr < h) & (tc >= 0) & (tc < w)
+        targets[head, torch.arange(h * w)[valid], (tr * w + tc)[valid]] = 1.0
+    return targets
+
+
+def sincos_2d(grid_size: int | Sequence[int], dim: int, temperature: float = 10000.0) -> torch.Tensor:
+    """Fixed 2-D sin-cos position encoding of shape ``(h * w, dim)`` (row-major tokens).
+
+    A quarter of the channels each hold ``sin(y w_k)``, ``cos(y w_k)``, ``sin(x w_k)``, ``cos(x w_k)``
+    with ``w_k = temperature ** (-k / (dim / 4))``, as in MoCo v3 and the paper's CIFAR models.
+    """
+    h, w = _grid(grid_size)
+    if dim % 4 != 0:
+        raise ValueError(f"a 2-D sin-cos encoding needs dim divisible by 4, got dim={dim}")
+    omega = temperature ** (-torch.arange(dim // 4, dtype=torch.float64) / (dim // 4))
+    ys, xs = torch.meshgrid(
+        torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64), indexing="ij"
+    )
+    y = ys.reshape(-1, 1) * omega
+    x = xs.reshape(-1, 1) * omega
+    return torch.cat([y.sin(), y.cos(), x.sin(), x.cos()], dim=1).float()
+
+
+def pseudo_input(
+    grid_size: int | Sequence[int],
+    dim: int,
+    kind: str = "sincos",
+    seed: int = 0,
+    noise_scale: float = 1.0,
+    normalize: bool = True,
+) -> torch.Tensor:
+    """The solver's input ``X`` (``N x dim``): LayerNorm of a positional code and/or noise.
+
+    ``kind`` is one of :data:`PSEUDO_INPUTS`: the sin-cos encoding (the paper's default), uniform
+    noise in ``[-1, 1]``, standard Gaussian noise, or the encoding plus either noise scaled by
+    ``noise_scale``.  LayerNorm (no affine, eps 1e-6) is what a ViT block applies before attention;
+    ``normalize=False`` returns the code before it (what a model adds as its position embedding).
+    """
+    if kind not in PSEUDO_INPUTS:
+        raise ValueError(f"unknown pseudo input {kind!r}; expected one of {', '.join(PSEUDO_INPUTS)}")
+    h, w = _grid(grid_size)
+    generator = _generator(seed)
+    x = sincos_2d((h, w), dim) if kind.startswith("sincos") else torch.zeros(h * w, dim)
+    if kind.endswith("uniform"):
+        x = x + noise_scale * (2 * torch.rand(h * w, dim, generator=generator) - 1)
+    elif kind.endswith("gaussian"):
+        x = x + noise_scale * torch.randn(h * w, dim, generator=generator)
+    return F.layer_norm(x, (dim,), eps=LAYER_NORM_EPS) if normalize else x
+
+
+def complement_basis(
+    dim: int,
+    exact: torch.Tensor | None = None,
+    approximate: torch.Tensor | None = None,
+    max_removed: int | None = None,
+) -> torch.Tensor:
+    """Orthonormal basis (``dim x dim'``) of directions that Q/K may read.
+
+    Every direction in the span of ``exact`` (``dim x m``) is removed.  Of ``approximate``
+    (``dim x p``, e.g. the patch embedding's columns) the principal directions left after that are
+    removed strongest first, until ``max_removed`` directions in all are gone (default: half of
+    ``dim``), so a head always keeps room for its positional pattern.
+    """
+    max_removed = dim // 2 if max_removed is None else max_removed
+    basis = torch.eye(dim, dtype=torch.float64)
+    for directions, exactly in ((exact, True), (approximate, False)):
+        if directions is None or directions.numel() == 0 or basis.shape[1] <= dim - max_removed:
+            continue
+        projected = basis.T @ directions.detach().double().cpu()
+        u, s, _ = torch.linalg.svd(projected, full_matrices=True)
+        rank = int((s > s.max() * 1e-6).sum()) if s.numel() and s.max() > 0 else 0
+        budget = basis.shape[1] - (dim - max_removed)
+        if exactly and rank > budget:
+            raise ValueError(f"cannot hide {rank} directions from a {dim}-dim attention and keep {dim - max_removed}")
+        basis = basis @ u[:, min(rank, budget):]
+    return basis.float()
+
+
+def attention_maps(
+    x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, scale: float | None = None
+) -> torch.Tensor:
+    """``softmax(X Q_h K_h^T X^T * scale)`` for every head: ``(heads, N, N)``; scale defaults to 1/sqrt(d_h)."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    xq = torch.einsum("nd,hde->hne", x, q)
+    xk = torch.einsum("nd,hde->hne", x, k)
+    return torch.softmax(xq @ xk.transpose(1, 2) * scale, dim=-1)
+
+
+def target_fidelity(maps: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+    """How well attention maps match impulse targets, over rows whose target is inside the grid.
+
+    ``hit_rate``: share of those rows whose argmax is the target; ``target_mass``: mean attention
+    weight on the target.  ``maps`` may carry a leading batch dimension.
+    """
+    valid = targets.sum(-1) > 0
+    target_index = targets.argmax(-1)
+    if maps.dim() == targets.dim() + 1:
+        valid = valid.expand(maps.shape[0], *valid.shape)
+        target_index = target_index.expand(maps.shape[0], *target_index.shape)
+    hits = maps.argmax(-1) == target_index
+    mass = maps.gather(-1, target_index.unsqueeze(-1)).squeeze(-1)
+    return {"hit_rate": hits[valid].float().mean().item(), "target_mass": mass[valid].float().mean().item()}
+
+
+def solve_qk(
+    x: torch.Tensor,
+    targets: torch.Tensor,
+    head_dim: int,
+    method: Literal["svd", "adam"] = "svd",
+    *,
+    sharpness: float = 0.9,
+    basis: torch.Tensor | None = None,
+    refine_steps: int = 0,
+    seed: int = 0,
+    steps: int = 10_000,
+    lr: float = 1e-4,
+    norm_every: int = 100,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Solve query/key weights ``Q, K`` (each ``heads x D x head_dim``) for impulse targets.
+
+    ``x`` is the pseudo input (``N x D``), ``targets`` the maps of :func:`impulse_targets`.  With a
+    ``basis`` (``D x D'``, orthonormal columns), Q and K are confined to its span, so input
+    components outside it (such as image content from the patch embedding) cannot move the logits.
+
+    ``method="svd"`` (default) is a closed form.  In the whitened coordinates of the thin SVD
+    ``X = U S V^T``, the logit target ``T_h`` (one-hot on the impulse, row-centred; zero on padded
+    rows) is projected to ``A_h = U^T T_h U`` and truncated to rank ``head_dim`` by its SVD
+    ``A_h ~ P S_a R^T``; then ``Q_h = V S^-1 P S_a^1/2``, ``K_h = V S^-1 R S_a^1/2`` is the best
+    rank-``head_dim`` logit fit.  One scale per head is then set by bisection so the mean attention
+    mass on the target equals ``sharpness`` (0 < sharpness < 1).  ``refine_steps`` adds a short Adam
+    refinement of the paper's MSE objective, starting from the closed form.
+
+    ``method="adam"`` is the paper's reference: Adam (lr 1e-4, ``steps`` = 10,000) on the MSE
+    between the softmax map and the target, temperature ``1/sqrt(head_dim)``, with every column of
+    Q and K reset to the initial mean column norm each ``norm_every`` steps.
+
+    The result is deterministic for a given ``seed``; it is computed in float64/float32 on
+    ``x.device`` and returned in ``x.dtype`` there.
+    """
+    if method not in SOLVERS:
+        raise ValueError(f"unknown solver {method!r}; expected one of {', '.join(SOLVERS)}")
+    if not 0.0 < sharpness < 1.0:
+        raise ValueError(f"sharpness is the attention mass on the target and must be in (0, 1), got {sharpness}")
+    n, dim = x.shape
+    if targets.dim() != 3 or targets.shape[1:] != (n, n):
+        raise ValueError(f"targets must have shape (heads, {n}, {n}) for a pseudo input of {n} tokens, got {tuple(targets.shape)}")
+    if head_dim < 1:
+        raise ValueError(f"head_dim must be >= 1, got {head_dim}")
+    device, dtype = x.device, x.dtype
+    targets = targets.to(device=device, dtype=torch.float32)
+    basis = torch.eye(dim, device=device) if basis is None else basis.to(device=device, dtype=torch.float32)
+    xb = x.float() @ basis
+
+    if method == "svd":
+        q, k = _closed_form(xb, targets, head_dim)
+        if refine_steps:
+            q, k = _adam_fit(xb, targets, q, k, steps=refine_steps, lr=lr, norm_every=0)
+        q, k = _set_sharpness(xb, targets, q, k, sharpness)
+    else:
+        q, k = _adam_reference(xb, targets, head_dim, seed=seed, steps=steps, lr=lr, norm_every=norm_every)
+    return (basis @ q).to(dtype), (basis @ k).to(dtype)
+
+
+def _closed_form(xb: torch.Tensor, targets: torch.Tensor, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Best rank-``head_dim`` fit of the centred one-hot logits in the row space of ``xb``.
+
+    Directions the input barely spans need large weights to be used.  Each head takes the smallest
+    set of input directions (the largest relative cut-off in :data:`_RCOND_STEPS`) whose fit still
+    puts every valid row's argmax on its target: the least-norm weights that keep the pattern.
+    """
+    u_all, s_all, vh_all = torch.linalg.svd(xb.double(), full_matrices=False)
+    valid = targets.double().sum(-1, keepdim=True)
+    logits = targets.double() - valid / targets.shape[-1]  # centred one-hot; padded rows stay zero
+    heads = targets.shape[0]
+    best_q = best_k = None
+    best_hits = torch.full((heads,), -1.0, dtype=torch.float64, device=xb.device)
+    for rcond in _RCOND_STEPS:
+        keep = s_all > s_all[0] * rcond
+        u, s, v = u_all[:, keep], s_all[keep], vh_all[keep].T
+        p, sa, rh = torch.linalg.svd(u.T @ logits @ u)
+        rank = min(head_dim, sa.shape[-1])
+        p, sa, r = p[..., :rank], sa[..., :rank], rh[..., :rank, :].transpose(-1, -2)
+        # fix the SVD's sign freedom so the result does not depend on the LAPACK build
+        flip = torch.sign(p.gather(-2, p.abs().argmax(-2, keepdim=True)))
+        root = sa.sqrt().unsqueeze(-2)
+        q = F.pad(v @ (p * flip / s.unsqueeze(-1)) * root, (0, head_dim - rank))
+        k = F.pad(v @ (r * flip / s.unsqueeze(-1)) * root, (0, head_dim - rank))
+        fit = (xb.double() @ q) @ (xb.double() @ k).transpose(1, 2)
+        hits = ((fit.argmax(-1) == targets.argmax(-1)) & (valid.squeeze(-1) > 0)).sum(-1) / valid.sum((1, 2)).clamp_min(1)
+        better = hits > best_hits + 1e-9
+        if best_q is None:
+            best_q, best_k = q.clone(), k.clone()
+        best_q[better], best_k[better] = q[better], k[better]
+        best_hits = torch.where(better, hits, best_hits)
+        if bool((best_hits >= 1.0).all()):
+            break
+    return best_q.float(), best_k.float()
+
+
+def _target_mass(xb: torch.Tensor, targets: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Mean attention mass on the target per head (valid rows only)."""
+    maps = attention_maps(xb, q, k)
+    valid = targets.sum(-1)
+    return (maps * targets).sum(-1).sum(-1) / valid.sum(-1).clamp_min(1)
+
+
+def _set_sharpness(
+    xb: torch.Tensor, targets: torch.Tensor, q: torch.Tensor, k: torch.Tensor, sharpness: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scale each head's logits (by bisection in log space) until its target mass is ``sharpness``."""
+    lo = torch.full((q.shape[0],), -12.0, device=q.device)
+    hi = torch.full((q.shape[0],), 12.0, device=q.device)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        root = mid.exp().sqrt().view(-1, 1, 1)
+        below = _target_mass(xb, targets, q * root, k * root) < sharpness
+        lo = torch.where(below, mid, lo)
+        hi = torch.where(below, hi, mid)
+    root = ((lo + hi) / 2).exp().sqrt().view(-1, 1, 1)
+    return q * root, k * root
+
+
+def _adam_fit(
+    xb: torch.Tensor,
+    targets: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    steps: int,
+    lr: float,
+    norm_every: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Adam on ``MSE(softmax(X Q K^T X^T / sqrt(d)), H)``; columns reset to the initial mean norm every ``norm_every``."""
+    q = q.clone().requires_grad_(True)
+    k = k.clone().requires_grad_(True)
+    optimizer = torch.optim.Adam([q, k], lr=lr)
+    q_norm = q.detach().norm(dim=1).mean()
+    k_norm = k.detach().norm(dim=1).mean()
+    with torch.enable_grad():
+        for step in range(steps):
+            if norm_every and step % norm_every == 0:
+                with torch.no_grad():
+                    q.mul_(q_norm / q.norm(dim=1, keepdim=True).clamp_min(1e-12))
+                    k.mul_(k_norm / k.norm(dim=1, keepdim=True).clamp_min(1e-12))
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.mse_loss(attention_maps(xb, q, k), targets)
+            loss.backward()
+            optimizer.step()
+    return q.detach(), k.detach()
+
+
+def _adam_reference(
+    xb: torch.Tensor, targets: torch.Tensor, head_dim: int, *, seed: int, steps: int, lr: float, norm_every: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The paper's recipe from a uniform start of variance ``1 / (3 head_dim heads)``."""
+    heads, dim = targets.shape[0], xb.shape[1]
+    generator = _generator(seed)
+    bound = math.sqrt(1.0 / (head_dim * heads))
+    q = (2 * torch.rand(heads, dim, head_dim, generator=generator) - 1) * bound
+    k = (2 * torch.rand(heads, dim, head_dim, generator=generator) - 1) * bound
+    return _adam_fit(xb, targets, q.to(xb.device), k.to(xb.device), steps=steps, lr=lr, norm_every=norm_every)

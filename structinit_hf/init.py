@@ -1,0 +1,287 @@
+"""Apply a named attention initialization to a Vision Transformer (timm or transformers).
+
+The algorithms live in :mod:`structinit_hf.impulse` and :mod:`structinit_hf.mimetic`; this module
+only knows where a model keeps its patch grid, attention weights and position embedding.  Two
+layouts are understood: timm's ``VisionTransformer`` (fused ``qkv`` Linear per block) and
+transformers' ViT (separate ``q_proj`` / ``k_proj`` / ``v_proj`` / ``o_proj``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import nn
+
+from . import impulse
+from .impulse import PSEUDO_INPUTS, SOLVERS
+from .mimetic import mimetic_qk, mimetic_vo
+
+__all__ = ["INIT_METHODS", "ImpulseOptions", "apply_structured_init", "vit_layout"]
+
+INIT_METHODS = ("impulse", "mimetic", "default")
+
+
+@dataclass(frozen=True)
+class ImpulseOptions:
+    """The impulse initialization's settings; every registered model and config carries these.
+
+    Attributes:
+        kernel_size: odd window size ``k``; each head's shift is drawn from the ``k x k`` window.
+        seed: seeds the shifts (and the noise of noisy pseudo inputs).
+        pseudo_input: the solver's input, one of :data:`~structinit_hf.impulse.PSEUDO_INPUTS`.
+        sharpness: mean attention mass on the target that the solved heads reach on the pseudo input.
+        solver: ``"svd"`` (closed form, default) or ``"adam"`` (the paper's 10,000-step recipe).
+        per_layer: solve each block with fresh shifts instead of copying one solution to all blocks.
+        suppress_content: confine Q/K to directions the patch embedding (and prefix tokens) cannot
+            reach at init, so image content does not wash out the pattern on real images.
+    """
+
+    kernel_size: int = 3
+    seed: int = 0
+    pseudo_input: str = "sincos"
+    sharpness: float = 0.7
+    solver: str = "svd"
+    per_layer: bool = False
+    suppress_content: bool = True
+
+    def __post_init__(self) -> None:
+        if self.pseudo_input not in PSEUDO_INPUTS:
+            raise ValueError(
+                f"unknown pseudo_input {self.pseudo_input!r}; expected one of {', '.join(PSEUDO_INPUTS)}"
+            )
+        if self.solver not in SOLVERS:
+            raise ValueError(f"unknown solver {self.solver!r}; expected one of {', '.join(SOLVERS)}")
+        if not 0.0 < self.sharpness < 1.0:
+            raise ValueError(f"sharpness must be in (0, 1), got {self.sharpness}")
+        if isinstance(self.kernel_size, bool) or not isinstance(self.kernel_size, int) or self.kernel_size < 1 or self.kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {self.kernel_size!r}")
+
+
+@dataclass
+class AttentionSlot:
+    """Where one attention layer keeps its query/key/value/output weights (row-vector convention)."""
+
+    num_heads: int
+    head_dim: int
+    write_qk: Callable[[torch.Tensor, torch.Tensor], None]  # (Q, K): heads x dim x head_dim
+    write_vo: Callable[[torch.Tensor, torch.Tensor], None]  # (V: dim x attn_dim, O: attn_dim x dim)
+
+
+@dataclass
+class ViTLayout:
+    """The parts of a ViT that the initializers touch."""
+
+    grid_size: tuple[int, int]
+    dim: int
+    attentions: list[AttentionSlot]
+    reference: torch.Tensor  # a weight whose device/dtype the solve uses
+    exact_nuisance: list[torch.Tensor] = field(default_factory=list)  # vectors to hide from Q/K exactly
+    content_weight: torch.Tensor | None = None  # dim x (C p p): what a patch can add to a token
+    write_position_code: Callable[[torch.Tensor], None] | None = None  # (h w) x dim into pos embed
+
+
+def _fused_qkv_slot(qkv: nn.Linear, proj: nn.Linear, num_heads: int, head_dim: int) -> AttentionSlot:
+    attn_dim = num_heads * head_dim
+
+    @torch.no_grad()
+    def write_qk(q: torch.Tensor, k: torch.Tensor) -> None:
+        qkv.weight[:attn_dim] = q.permute(0, 2, 1).reshape(attn_dim, -1).to(qkv.weight)
+        qkv.weight[attn_dim : 2 * attn_dim] = k.permute(0, 2, 1).reshape(attn_dim, -1).to(qkv.weight)
+        if qkv.bias is not None:  # a query/key bias would add content-free terms to the logits
+            qkv.bias[: 2 * attn_dim].zero_()
+
+    @torch.no_grad()
+    def write_vo(v: torch.Tensor, o: torch.Tensor) -> None:
+        qkv.weight[2 * attn_dim :] = v.T.to(qkv.weight)
+        proj.weight.copy_(o.T.to(proj.weight))
+
+    return AttentionSlot(num_heads, head_dim, write_qk, write_vo)
+
+
+def _separate_qkv_slot(
+    q_proj: nn.Linear, k_proj: nn.Linear, v_proj: nn.Linear, o_proj: nn.Linear, num_heads: int
+) -> AttentionSlot:
+    head_dim = q_proj.out_features // num_heads
+
+    @torch.no_grad()
+    def write_qk(q: torch.Tensor, k: torch.Tensor) -> None:
+        for layer, value in ((q_proj, q), (k_proj, k)):
+            layer.weight.copy_(value.permute(0, 2, 1).reshape(layer.out_features, -1).to(layer.weight))
+            if layer.bias is not None:
+                layer.bias.zero_()
+
+    @torch.no_grad()
+    def write_vo(v: torch.Tensor, o: torch.Tensor) -> None:
+        v_proj.weight.copy_(v.T.to(v_proj.weight))
+        o_proj.weight.copy_(o.T.to(o_proj.weight))
+
+    return AttentionSlot(num_heads, head_dim, write_qk, write_vo)
+
+
+def _patch_slots_writer(pos_embed: nn.Parameter | None, num_prefix: int) -> Callable[[torch.Tensor], None] | None:
+    if pos_embed is None:
+        return None
+
+    @torch.no_grad()
+    def write(code: torch.Tensor) -> None:
+        pos_embed[:, num_prefix:] = code.to(pos_embed)
+
+    return write
+
+
+def _timm_layout(model: nn.Module) -> ViTLayout | None:
+    blocks = getattr(model, "blocks", None)
+    patch_embed = getattr(model, "patch_embed", None)
+    if blocks is None or patch_embed is None or not hasattr(patch_embed, "grid_size"):
+        return None
+    attentions = []
+    for block in blocks:
+        attn = getattr(block, "attn", None)
+        qkv, proj = getattr(attn, "qkv", None), getattr(attn, "proj", None)
+        if not isinstance(qkv, nn.Linear) or not isinstance(proj, nn.Linear):
+            return None
+        if not isinstance(getattr(attn, "q_norm", nn.Identity()), nn.Identity):
+            raise ValueError(
+                f"{type(model).__name__} normalizes queries and keys (qk_norm=True); structured init "
+                "solves for raw logits and supports only qk_norm=False"
+            )
+        num_heads = attn.num_heads
+        attentions.append(_fused_qkv_slot(qkv, proj, num_heads, getattr(attn, "head_dim", qkv.out_features // 3 // num_heads)))
+    if not attentions:
+        return None
+    proj = patch_embed.proj
+    dim = proj.out_channels
+    num_prefix = getattr(model, "num_prefix_tokens", 0)
+    pos_embed = getattr(model, "pos_embed", None)
+    embeds_prefix = pos_embed is not None and not getattr(model, "no_embed_class", False)
+    exact = [torch.ones(dim, device=proj.weight.device)]  # LayerNorm removes the mean anyway
+    if proj.bias is not None:
+        exact.append(proj.bias.detach())
+    prefix = [t[0] for t in (getattr(model, "cls_token", None), getattr(model, "reg_token", None)) if t is not None]
+    if prefix:
+        prefix_tokens = torch.cat([t.detach() for t in prefix])
+        if embeds_prefix:
+            prefix_tokens = prefix_tokens + pos_embed[0, :num_prefix].detach()
+        exact.extend(prefix_tokens)
+    return ViTLayout(
+        grid_size=tuple(patch_embed.grid_size),
+        dim=dim,
+        attentions=attentions,
+        reference=proj.weight,
+        exact_nuisance=exact,
+        content_weight=proj.weight.detach().reshape(dim, -1),
+        write_position_code=_patch_slots_writer(pos_embed, num_prefix if embeds_prefix else 0),
+    )
+
+
+def _transformers_layout(model: nn.Module) -> ViTLayout | None:
+    base = getattr(model, "vit", model)  # ViTForImageClassification keeps the ViTModel in .vit
+    embeddings, config = getattr(base, "embeddings", None), getattr(base, "config", None)
+    encoder_layers = getattr(base, "layers", None) or getattr(getattr(base, "encoder", None), "layer", None)
+    if embeddings is None or config is None or encoder_layers is None:
+        return None
+    attentions = []
+    for layer in encoder_layers:
+        attn = getattr(layer, "attention", None)
+        projections = [getattr(attn, name, None) for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+        if not all(isinstance(p, nn.Linear) for p in projections):
+            return None
+        attentions.append(_separate_qkv_slot(*projections, num_heads=config.num_attention_heads))
+    proj = embeddings.patch_embeddings.projection
+    dim = proj.out_channels
+    image_size, patch_size = config.image_size, config.patch_size
+    image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    patch_size = (patch_size, patch_size) if isinstance(patch_size, int) else tuple(patch_size)
+    exact = [torch.ones(dim, device=proj.weight.device)]
+    if proj.bias is not None:
+        exact.append(proj.bias.detach())
+    pos_embed = getattr(embeddings, "position_embeddings", None)
+    cls_token = getattr(embeddings, "cls_token", None)
+    if cls_token is not None:
+        exact.append(cls_token[0, 0].detach() + (pos_embed[0, 0].detach() if pos_embed is not None else 0))
+    return ViTLayout(
+        grid_size=(image_size[0] // patch_size[0], image_size[1] // patch_size[1]),
+        dim=dim,
+        attentions=attentions,
+        reference=proj.weight,
+        exact_nuisance=exact,
+        content_weight=proj.weight.detach().reshape(dim, -1),
+        write_position_code=_patch_slots_writer(pos_embed, 1 if cls_token is not None else 0),
+    )
+
+
+def vit_layout(model: nn.Module) -> ViTLayout:
+    """Find the patch grid, attention layers and embeddings of a timm or transformers ViT."""
+    for finder in (_timm_layout, _transformers_layout):
+        layout = finder(model)
+        if layout is not None:
+            return layout
+    raise ValueError(
+        f"{type(model).__name__} has no attention layers structured init can handle; expected a timm "
+        "VisionTransformer (blocks[i].attn.qkv) or a transformers ViT (layers[i].attention.q_proj ...)"
+    )
+
+
+def _content_basis(layout: ViTLayout) -> torch.Tensor:
+    """Orthonormal basis of what Q/K may read: everything but the exact nuisance and patch content."""
+    exact = torch.stack([v.float() for v in layout.exact_nuisance], dim=1)
+    return impulse.complement_basis(layout.dim, exact=exact, approximate=layout.content_weight)
+
+
+def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
+    device = layout.reference.device
+    heads = {(slot.num_heads, slot.head_dim) for slot in layout.attentions}
+    if len(heads) != 1:
+        raise ValueError(f"impulse init needs the same head layout in every block, got {sorted(heads)}")
+    num_heads, head_dim = heads.pop()
+    impulse.validate_kernel_size(options.kernel_size, layout.grid_size)
+    positional_kind = options.pseudo_input.split("+")[0]
+    if layout.write_position_code is not None:  # the solve assumes this code is the model's position embedding
+        layout.write_position_code(impulse.pseudo_input(layout.grid_size, layout.dim, positional_kind, options.seed, normalize=False))
+    x = impulse.pseudo_input(layout.grid_size, layout.dim, options.pseudo_input, options.seed).to(device)
+    basis = _content_basis(layout).to(device) if options.suppress_content else None
+
+    def solve(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        shifts = impulse.impulse_shifts(num_heads, options.kernel_size, seed, layout.grid_size)
+        targets = impulse.impulse_targets(layout.grid_size, shifts)
+        return impulse.solve_qk(x, targets, head_dim, options.solver, sharpness=options.sharpness, basis=basis, seed=seed)
+
+    shared = None if options.per_layer else solve(options.seed)
+    for index, slot in enumerate(layout.attentions):
+        slot.write_qk(*(solve(options.seed + index) if options.per_layer else shared))
+
+
+def _apply_mimetic(layout: ViTLayout, seed: int) -> None:
+    for index, slot in enumerate(layout.attentions):
+        layer_seed = seed + 1000 * index  # every layer draws its own Z, as in the paper
+        q, k = mimetic_qk(layout.dim, slot.num_heads, slot.head_dim, seed=layer_seed)
+        v, o = mimetic_vo(layout.dim, slot.num_heads * slot.head_dim, seed=layer_seed)
+        slot.write_qk(q, k)
+        slot.write_vo(v, o)
+
+
+def apply_structured_init(model: nn.Module, method: str = "impulse", **options) -> nn.Module:
+    """Initialize the attention of a timm or transformers ViT in place and return it.
+
+    ``method`` is ``"impulse"`` (structured init, arXiv 2404.01139; keyword options are the fields
+    of :class:`ImpulseOptions`), ``"mimetic"`` (Trockman & Kolter 2023; takes ``seed``) or
+    ``"default"`` (leaves the model as it is).  Impulse init also writes its positional code into
+    the patch slots of the model's absolute position embedding, since the solve assumes it.
+    """
+    if method not in INIT_METHODS:
+        raise ValueError(f"unknown init method {method!r}; expected one of {', '.join(INIT_METHODS)}")
+    if method == "default":
+        if options:
+            raise ValueError(f"init method 'default' takes no options, got {sorted(options)}")
+        return model
+    layout = vit_layout(model)
+    if method == "impulse":
+        _apply_impulse(layout, ImpulseOptions(**options))
+    else:
+        unknown = set(options) - {"seed"}
+        if unknown:
+            raise ValueError(f"init method 'mimetic' takes only 'seed', got {sorted(unknown)}")
+        _apply_mimetic(layout, options.get("seed", 0))
+    return model

@@ -1,0 +1,220 @@
+"""timm model registry: plain ViTs whose only difference is how attention starts.
+
+One builder (:func:`create_structinit_vit`), one pretrained-cfg table, one short function per name.
+The networks are timm's own ``VisionTransformer`` (and ``ConVit`` for the peer), so a checkpoint
+loads in stock timm; the init runs once, at construction, and never when weights are loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models.convit import ConVit
+from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
+
+from .impulse import sincos_2d
+from .init import INIT_METHODS, ImpulseOptions, apply_structured_init
+
+__all__ = ["CIFAR10_MEAN", "CIFAR10_STD", "IMPULSE_KWARGS", "POS_EMBEDS", "create_structinit_vit"]
+
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # kernel_size, seed, pseudo_input, ...
+POS_EMBEDS = ("sincos", "learn", "none")
+
+# the paper's CIFAR setting: ViT-Tiny, 32 px, patch 2, no class token, average pooling, fixed sin-cos
+CIFAR_VIT_TINY = dict(
+    img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg"
+)
+
+
+def _to_pair(value: int | tuple[int, int] | list[int]) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def _check_geometry(kwargs: dict[str, Any]) -> None:
+    img_size, patch_size = _to_pair(kwargs.get("img_size", 224)), _to_pair(kwargs.get("patch_size", 16))
+    if any(i % p for i, p in zip(img_size, patch_size)):
+        raise ValueError(f"img_size {img_size} is not divisible by patch_size {patch_size}")
+    dim, heads = kwargs.get("embed_dim", 768), kwargs.get("num_heads", 12)
+    if dim % heads:
+        raise ValueError(f"embed_dim {dim} is not divisible by num_heads {heads}")
+
+
+def _init_options(attention_init: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Pop the init options out of the builder kwargs (they are not VisionTransformer arguments)."""
+    options = {name: kwargs.pop(name) for name in IMPULSE_KWARGS if name in kwargs}
+    if attention_init == "impulse":
+        return options
+    if attention_init == "mimetic":
+        stray = set(options) - {"seed"}
+    else:
+        stray = set(options)
+    if stray:
+        raise ValueError(f"{sorted(stray)} are impulse options; attention_init={attention_init!r} does not take them")
+    return options
+
+
+def _has_weights(cfg: dict[str, Any]) -> bool:
+    return any(cfg.get(key) for key in ("file", "url", "hf_hub_id", "state_dict"))
+
+
+def create_structinit_vit(
+    variant: str,
+    pretrained: bool = False,
+    attention_init: str = "impulse",
+    pos_embed: str = "sincos",
+    **kwargs: Any,
+) -> VisionTransformer:
+    """Build a timm ``VisionTransformer`` and initialize its attention with ``attention_init``.
+
+    ``pos_embed="sincos"`` gives the fixed 2-D sin-cos position embedding of the paper (a frozen
+    parameter, so stock timm still loads the checkpoint); ``"learn"`` and ``"none"`` are timm's.
+    Impulse options (``kernel_size``, ``seed``, ``pseudo_input``, ``sharpness``, ``solver``,
+    ``per_layer``, ``suppress_content``) go to :func:`~structinit_hf.init.apply_structured_init`.
+    With ``pretrained=True`` the weights are loaded and no solver runs.
+    """
+    if attention_init not in INIT_METHODS:
+        raise ValueError(f"unknown attention_init {attention_init!r}; expected one of {', '.join(INIT_METHODS)}")
+    if pos_embed not in POS_EMBEDS:
+        raise ValueError(f"unknown pos_embed {pos_embed!r}; expected one of {', '.join(POS_EMBEDS)}")
+    options = _init_options(attention_init, kwargs)
+    if attention_init == "impulse":
+        ImpulseOptions(**options)  # fail on bad options before building anything
+    _check_geometry(kwargs)
+    model = build_model_with_cfg(
+        VisionTransformer,
+        variant,
+        pretrained,
+        pretrained_filter_fn=checkpoint_filter_fn,
+        feature_cfg=dict(out_indices=3, feature_cls="getter"),
+        pos_embed="none" if pos_embed == "none" else "learn",
+        **kwargs,
+    )
+    if pretrained and not _has_weights(model.pretrained_cfg):
+        raise ValueError(
+            f"{variant} has no published weights yet; pass pretrained=False, or a local file with "
+            "pretrained_cfg_overlay=dict(file='model.safetensors')"
+        )
+    if pos_embed == "sincos":
+        model.pos_embed.requires_grad_(False)
+    if not pretrained:
+        if pos_embed == "sincos":
+            with torch.no_grad():
+                prefix = 0 if model.no_embed_class else model.num_prefix_tokens
+                model.pos_embed.zero_()
+                model.pos_embed[:, prefix:] = sincos_2d(model.patch_embed.grid_size, model.embed_dim)
+        apply_structured_init(model, attention_init, **options)
+    model.pretrained_cfg = {
+        **model.pretrained_cfg,
+        "input_size": (model.patch_embed.proj.in_channels, *model.patch_embed.img_size),
+        "num_classes": model.num_classes,
+    }
+    return model
+
+
+def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> ConVit:
+    _check_geometry({"embed_dim": kwargs.get("embed_dim", 48) * kwargs.get("num_heads", 4), **kwargs})
+    model = build_model_with_cfg(ConVit, variant, pretrained, feature_cfg=dict(out_indices=3, feature_cls="getter"), **kwargs)
+    img_size = _to_pair(model.patch_embed.img_size)
+    model.pretrained_cfg = {**model.pretrained_cfg, "input_size": (3, *img_size), "num_classes": model.num_classes}
+    return model
+
+
+def _cfg(**kwargs: Any) -> dict[str, Any]:
+    return {
+        "url": "",
+        "num_classes": 10,
+        "input_size": (3, 32, 32),
+        "pool_size": None,
+        "crop_pct": 1.0,
+        "interpolation": "bicubic",
+        "fixed_input_size": True,
+        "mean": CIFAR10_MEAN,
+        "std": CIFAR10_STD,
+        "first_conv": "patch_embed.proj",
+        "classifier": "head",
+        "license": "apache-2.0",
+        "paper_ids": "arXiv:2404.01139",
+        **kwargs,
+    }
+
+
+_imagenet = dict(num_classes=1000, input_size=(3, 224, 224), crop_pct=0.9, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD)
+
+default_cfgs = generate_default_cfgs({
+    "vit_tiny_patch2_32": _cfg(),
+    "vit_tiny_impulse3": _cfg(),
+    "vit_tiny_impulse5": _cfg(),
+    "vit_tiny_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
+    "vit_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
+    "convit_tiny_patch2_32": _cfg(paper_ids="arXiv:2103.10697"),
+    "vit_tiny_impulse3_patch16_224": _cfg(**_imagenet),
+    "vit_small_impulse3_patch16_224": _cfg(**_imagenet),
+    "vit_base_impulse3_patch16_224": _cfg(**_imagenet),
+})
+
+
+def _vit(variant: str, pretrained: bool, kwargs: dict[str, Any], **model_args: Any) -> VisionTransformer:
+    return create_structinit_vit(variant, pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def vit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ViT-Tiny at 32 px, patch 2, with timm's default init: the control of the paper's CIFAR runs."""
+    return _vit("vit_tiny_patch2_32", pretrained, kwargs, attention_init="default", **CIFAR_VIT_TINY)
+
+
+@register_model
+def vit_tiny_impulse3(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ViT-Tiny at 32 px, patch 2, attention initialized as random 3x3 impulse filters."""
+    return _vit("vit_tiny_impulse3", pretrained, kwargs, attention_init="impulse", kernel_size=3, **CIFAR_VIT_TINY)
+
+
+@register_model
+def vit_tiny_impulse5(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ViT-Tiny at 32 px, patch 2, attention initialized as random 5x5 impulse filters."""
+    return _vit("vit_tiny_impulse5", pretrained, kwargs, attention_init="impulse", kernel_size=5, **CIFAR_VIT_TINY)
+
+
+@register_model
+def vit_tiny_mimetic(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ViT-Tiny at 32 px, patch 2, with mimetic attention init (Trockman & Kolter 2023)."""
+    return _vit("vit_tiny_mimetic", pretrained, kwargs, attention_init="mimetic", **CIFAR_VIT_TINY)
+
+
+@register_model
+def vit_mimetic(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """Alias of ``vit_tiny_mimetic``."""
+    return _vit("vit_mimetic", pretrained, kwargs, attention_init="mimetic", **CIFAR_VIT_TINY)
+
+
+@register_model
+def convit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> ConVit:
+    """timm's ConViT-Tiny (d'Ascoli et al. 2021) at 32 px, patch 2: the architectural peer."""
+    model_args = dict(img_size=32, patch_size=2, local_up_to_layer=10, locality_strength=1.0, embed_dim=48, num_heads=4)
+    return _create_convit("convit_tiny_patch2_32", pretrained, **dict(model_args, **kwargs))
+
+
+@register_model
+def vit_tiny_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ViT-Tiny/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
+    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg")
+    return _vit("vit_tiny_impulse3_patch16_224", pretrained, kwargs, attention_init="impulse", kernel_size=3, img_size=224, **model_args)
+
+
+@register_model
+def vit_small_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ViT-Small/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
+    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, class_token=False, global_pool="avg")
+    return _vit("vit_small_impulse3_patch16_224", pretrained, kwargs, attention_init="impulse", kernel_size=3, img_size=224, **model_args)
+
+
+@register_model
+def vit_base_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
+    """ViT-Base/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
+    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, class_token=False, global_pool="avg")
+    return _vit("vit_base_impulse3_patch16_224", pretrained, kwargs, attention_init="impulse", kernel_size=3, img_size=224, **model_args)
