@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["timm_attention_maps"]
+__all__ = ["block_fidelity", "timm_attention_maps"]
 
 
 @torch.no_grad()
@@ -23,10 +23,23 @@ def timm_attention_maps(model: nn.Module, images: torch.Tensor) -> list[torch.Te
         for hook in hooks:
             hook.remove()
     maps = []
-    for block, x in zip(model.blocks, inputs):
+    for block, x in zip(model.blocks, inputs, strict=True):
         attn = block.attn
         b, t, _ = x.shape
         qkv = attn.qkv(x).reshape(b, t, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
         q, k = attn.q_norm(qkv[0]), attn.k_norm(qkv[1])
         maps.append(torch.softmax(q @ k.transpose(-2, -1) * attn.scale, dim=-1))
     return maps
+
+
+def block_fidelity(model: nn.Module, images: torch.Tensor, block_targets: list[torch.Tensor]) -> list[dict[str, float]]:
+    """Per block, how well the patch-token attention on ``images`` matches the impulse targets.
+
+    Returns ``hit_rate`` (share of valid rows whose argmax is the target) and ``target_mass``
+    (mean attention on the target) for each block; see :func:`~structinit_hf.impulse.target_fidelity`.
+    """
+    from .impulse import target_fidelity
+
+    prefix = getattr(model, "num_prefix_tokens", 0)
+    maps = timm_attention_maps(model, images)
+    return [target_fidelity(m[..., prefix:, prefix:], t.to(m.device)) for m, t in zip(maps, block_targets, strict=True)]

@@ -8,8 +8,8 @@ transformers' ViT (separate ``q_proj`` / ``k_proj`` / ``v_proj`` / ``o_proj``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch import nn
@@ -18,7 +18,7 @@ from . import impulse
 from .impulse import PSEUDO_INPUTS, SOLVERS
 from .mimetic import mimetic_qk, mimetic_vo
 
-__all__ = ["INIT_METHODS", "ImpulseOptions", "apply_structured_init", "vit_layout"]
+__all__ = ["INIT_METHODS", "ImpulseOptions", "apply_structured_init", "impulse_block_targets", "vit_layout"]
 
 INIT_METHODS = ("impulse", "mimetic", "default")
 
@@ -36,6 +36,8 @@ class ImpulseOptions:
         per_layer: solve each block with fresh shifts instead of copying one solution to all blocks.
         suppress_content: confine Q/K to directions the patch embedding (and prefix tokens) cannot
             reach at init, so image content does not wash out the pattern on real images.
+        patch_embed_scale: factor on the patch embedding's initial weights; below 1 the position code
+            dominates each token's LayerNorm at init, which keeps the pattern on real images.
     """
 
     kernel_size: int = 3
@@ -45,17 +47,23 @@ class ImpulseOptions:
     solver: str = "svd"
     per_layer: bool = False
     suppress_content: bool = True
+    patch_embed_scale: float = 0.5
 
     def __post_init__(self) -> None:
         if self.pseudo_input not in PSEUDO_INPUTS:
-            raise ValueError(
-                f"unknown pseudo_input {self.pseudo_input!r}; expected one of {', '.join(PSEUDO_INPUTS)}"
-            )
+            raise ValueError(f"unknown pseudo_input {self.pseudo_input!r}; expected one of {', '.join(PSEUDO_INPUTS)}")
         if self.solver not in SOLVERS:
             raise ValueError(f"unknown solver {self.solver!r}; expected one of {', '.join(SOLVERS)}")
+        if not self.patch_embed_scale > 0:
+            raise ValueError(f"patch_embed_scale must be > 0, got {self.patch_embed_scale}")
         if not 0.0 < self.sharpness < 1.0:
             raise ValueError(f"sharpness must be in (0, 1), got {self.sharpness}")
-        if isinstance(self.kernel_size, bool) or not isinstance(self.kernel_size, int) or self.kernel_size < 1 or self.kernel_size % 2 == 0:
+        if (
+            isinstance(self.kernel_size, bool)
+            or not isinstance(self.kernel_size, int)
+            or self.kernel_size < 1
+            or self.kernel_size % 2 == 0
+        ):
             raise ValueError(f"kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {self.kernel_size!r}")
 
 
@@ -76,9 +84,8 @@ class ViTLayout:
     grid_size: tuple[int, int]
     dim: int
     attentions: list[AttentionSlot]
-    reference: torch.Tensor  # a weight whose device/dtype the solve uses
+    patch_weight: nn.Parameter  # the patch embedding's weight (out_dim x C x p x p)
     exact_nuisance: list[torch.Tensor] = field(default_factory=list)  # vectors to hide from Q/K exactly
-    content_weight: torch.Tensor | None = None  # dim x (C p p): what a patch can add to a token
     write_position_code: Callable[[torch.Tensor], None] | None = None  # (h w) x dim into pos embed
 
 
@@ -148,7 +155,9 @@ def _timm_layout(model: nn.Module) -> ViTLayout | None:
                 "solves for raw logits and supports only qk_norm=False"
             )
         num_heads = attn.num_heads
-        attentions.append(_fused_qkv_slot(qkv, proj, num_heads, getattr(attn, "head_dim", qkv.out_features // 3 // num_heads)))
+        attentions.append(
+            _fused_qkv_slot(qkv, proj, num_heads, getattr(attn, "head_dim", qkv.out_features // 3 // num_heads))
+        )
     if not attentions:
         return None
     proj = patch_embed.proj
@@ -169,9 +178,8 @@ def _timm_layout(model: nn.Module) -> ViTLayout | None:
         grid_size=tuple(patch_embed.grid_size),
         dim=dim,
         attentions=attentions,
-        reference=proj.weight,
+        patch_weight=proj.weight,
         exact_nuisance=exact,
-        content_weight=proj.weight.detach().reshape(dim, -1),
         write_position_code=_patch_slots_writer(pos_embed, num_prefix if embeds_prefix else 0),
     )
 
@@ -205,9 +213,8 @@ def _transformers_layout(model: nn.Module) -> ViTLayout | None:
         grid_size=(image_size[0] // patch_size[0], image_size[1] // patch_size[1]),
         dim=dim,
         attentions=attentions,
-        reference=proj.weight,
+        patch_weight=proj.weight,
         exact_nuisance=exact,
-        content_weight=proj.weight.detach().reshape(dim, -1),
         write_position_code=_patch_slots_writer(pos_embed, 1 if cls_token is not None else 0),
     )
 
@@ -227,30 +234,74 @@ def vit_layout(model: nn.Module) -> ViTLayout:
 def _content_basis(layout: ViTLayout) -> torch.Tensor:
     """Orthonormal basis of what Q/K may read: everything but the exact nuisance and patch content."""
     exact = torch.stack([v.float() for v in layout.exact_nuisance], dim=1)
-    return impulse.complement_basis(layout.dim, exact=exact, approximate=layout.content_weight)
+    return impulse.complement_basis(
+        layout.dim, exact=exact, approximate=layout.patch_weight.detach().reshape(layout.dim, -1)
+    )
+
+
+def _content_samples(layout: ViTLayout, code: torch.Tensor, seed: int, samples: int = 4) -> torch.Tensor:
+    """Pseudo inputs with simulated image content: LayerNorm(code + patch embedding of unit-variance noise)."""
+    generator = torch.Generator().manual_seed(int(seed))
+    weight = layout.patch_weight.detach().reshape(layout.dim, -1).float().cpu()
+    pixels = torch.randn(samples, code.shape[0], weight.shape[1], generator=generator)
+    content = pixels @ weight.T + (layout.exact_nuisance[1].float().cpu() if len(layout.exact_nuisance) > 1 else 0)
+    return torch.nn.functional.layer_norm(code + content, (layout.dim,), eps=impulse.LAYER_NORM_EPS)
 
 
 def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
-    device = layout.reference.device
+    device = layout.patch_weight.device
     heads = {(slot.num_heads, slot.head_dim) for slot in layout.attentions}
     if len(heads) != 1:
         raise ValueError(f"impulse init needs the same head layout in every block, got {sorted(heads)}")
     num_heads, head_dim = heads.pop()
-    impulse.validate_kernel_size(options.kernel_size, layout.grid_size)
-    positional_kind = options.pseudo_input.split("+")[0]
-    if layout.write_position_code is not None:  # the solve assumes this code is the model's position embedding
-        layout.write_position_code(impulse.pseudo_input(layout.grid_size, layout.dim, positional_kind, options.seed, normalize=False))
-    x = impulse.pseudo_input(layout.grid_size, layout.dim, options.pseudo_input, options.seed).to(device)
-    basis = _content_basis(layout).to(device) if options.suppress_content else None
+    grid = layout.grid_size
+    impulse.validate_kernel_size(options.kernel_size, grid)
+    # the solve assumes the positional part of the pseudo input is the model's position embedding
+    code = impulse.pseudo_input(grid, layout.dim, options.pseudo_input.split("+")[0], options.seed, normalize=False)
+    if layout.write_position_code is not None:
+        layout.write_position_code(code)
+    with torch.no_grad():
+        layout.patch_weight.mul_(options.patch_embed_scale)
+    x = impulse.pseudo_input(grid, layout.dim, options.pseudo_input, options.seed).to(device)
+    basis = checks = None
+    if options.suppress_content:
+        basis = _content_basis(layout).to(device)
+        checks = _content_samples(layout, code, options.seed).to(device)
 
     def solve(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        shifts = impulse.impulse_shifts(num_heads, options.kernel_size, seed, layout.grid_size)
-        targets = impulse.impulse_targets(layout.grid_size, shifts)
-        return impulse.solve_qk(x, targets, head_dim, options.solver, sharpness=options.sharpness, basis=basis, seed=seed)
+        targets = impulse.impulse_targets(grid, impulse.impulse_shifts(num_heads, options.kernel_size, seed, grid))
+        return impulse.solve_qk(
+            x,
+            targets,
+            head_dim,
+            options.solver,
+            grid_size=grid,
+            sharpness=options.sharpness,
+            basis=basis,
+            check_inputs=checks,
+            seed=seed,
+        )
 
     shared = None if options.per_layer else solve(options.seed)
     for index, slot in enumerate(layout.attentions):
         slot.write_qk(*(solve(options.seed + index) if options.per_layer else shared))
+
+
+def impulse_block_targets(model: nn.Module, **options) -> list[torch.Tensor]:
+    """The impulse target maps (``heads x N x N``, patch tokens) of every block, for these options.
+
+    Recomputes the shifts :func:`apply_structured_init` draws, so a model's attention can be
+    checked against them (tests, benchmarks, pictures).
+    """
+    layout, opts = vit_layout(model), ImpulseOptions(**options)
+    num_heads = layout.attentions[0].num_heads
+    seeds = [opts.seed + i if opts.per_layer else opts.seed for i in range(len(layout.attentions))]
+    return [
+        impulse.impulse_targets(
+            layout.grid_size, impulse.impulse_shifts(num_heads, opts.kernel_size, s, layout.grid_size)
+        )
+        for s in seeds
+    ]
 
 
 def _apply_mimetic(layout: ViTLayout, seed: int) -> None:

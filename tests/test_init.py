@@ -1,0 +1,103 @@
+"""apply_structured_init on timm VisionTransformers: weights land where the algorithms say."""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+from timm.models.vision_transformer import VisionTransformer
+
+from structinit_hf import apply_structured_init, impulse, mimetic_qk, mimetic_vo
+from structinit_hf.attention_maps import block_fidelity, timm_attention_maps
+from structinit_hf.init import impulse_block_targets
+
+
+def tiny_vit(**kwargs) -> VisionTransformer:
+    args = dict(img_size=16, patch_size=2, embed_dim=64, depth=2, num_heads=2, num_classes=3)
+    return VisionTransformer(**{**args, **kwargs})
+
+
+def qk_rows(model: VisionTransformer, block: int) -> torch.Tensor:
+    attn = model.blocks[block].attn
+    return attn.qkv.weight[: 2 * attn.num_heads * attn.head_dim].detach()
+
+
+@pytest.mark.parametrize("prefix", [dict(class_token=False, global_pool="avg"), dict(class_token=True, reg_tokens=2)])
+def test_impulse_attention_on_patch_tokens_of_images(prefix: dict) -> None:
+    torch.manual_seed(0)
+    model = apply_structured_init(tiny_vit(**prefix).eval(), "impulse", kernel_size=3, seed=1)
+    images = torch.randn(8, 3, 16, 16)
+    fidelity = block_fidelity(model, images, impulse_block_targets(model, kernel_size=3, seed=1))
+    assert fidelity[0]["hit_rate"] >= 0.9
+    assert fidelity[0]["target_mass"] > 0.3
+    # the timm default init it replaced has no such pattern
+    torch.manual_seed(0)
+    plain = tiny_vit(**prefix).eval()
+    assert block_fidelity(plain, images, impulse_block_targets(plain, kernel_size=3, seed=1))[0]["hit_rate"] < 0.2
+
+
+def test_shared_solution_is_copied_and_per_layer_draws_fresh_shifts() -> None:
+    shared = apply_structured_init(tiny_vit(depth=3), "impulse", seed=0)
+    torch.testing.assert_close(qk_rows(shared, 0), qk_rows(shared, 2), rtol=0, atol=0)
+    per_layer = apply_structured_init(tiny_vit(depth=3), "impulse", seed=0, per_layer=True)
+    targets = impulse_block_targets(per_layer, seed=0, per_layer=True)
+    assert not torch.equal(targets[0], targets[1])
+    assert not torch.equal(qk_rows(per_layer, 0), qk_rows(per_layer, 1))
+
+
+def test_query_key_biases_are_zeroed_and_position_code_written() -> None:
+    model = tiny_vit(class_token=True)
+    with torch.no_grad():
+        model.blocks[0].attn.qkv.bias.fill_(0.3)
+    apply_structured_init(model, "impulse")
+    bias = model.blocks[0].attn.qkv.bias
+    assert torch.all(bias[:128] == 0) and torch.all(bias[128:] == 0.3)  # values keep theirs
+    torch.testing.assert_close(model.pos_embed[0, 1:], impulse.sincos_2d(8, 64))
+
+
+def test_impulse_solve_runs_once_unless_per_layer(monkeypatch) -> None:
+    calls = []
+    real = impulse.solve_qk
+    monkeypatch.setattr(impulse, "solve_qk", lambda *a, **k: calls.append(1) or real(*a, **k))
+    apply_structured_init(tiny_vit(depth=3), "impulse")
+    assert len(calls) == 1
+    apply_structured_init(tiny_vit(depth=3), "impulse", per_layer=True)
+    assert len(calls) == 4
+
+
+def test_mimetic_writes_the_factors_of_each_layer() -> None:
+    model = apply_structured_init(tiny_vit(depth=2), "mimetic", seed=7)
+    attn = model.blocks[1].attn
+    q, k = mimetic_qk(64, 2, 32, seed=7 + 1000)
+    v, o = mimetic_vo(64, 64, seed=7 + 1000)
+    torch.testing.assert_close(attn.qkv.weight[:64], q.permute(0, 2, 1).reshape(64, 64))
+    torch.testing.assert_close(attn.qkv.weight[64:128], k.permute(0, 2, 1).reshape(64, 64))
+    torch.testing.assert_close(attn.qkv.weight[128:], v.T)
+    torch.testing.assert_close(attn.proj.weight, o.T)
+    # the attention logits of the layer favour each token's own position (the + 0.7 I term)
+    maps = timm_attention_maps(model.eval(), torch.randn(2, 3, 16, 16))[0]
+    assert (maps.argmax(-1) == torch.arange(65)).float().mean() > 0.5
+
+
+def test_default_leaves_the_model_untouched() -> None:
+    model = tiny_vit()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    apply_structured_init(model, "default")
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_bad_inputs_name_the_value() -> None:
+    with pytest.raises(ValueError, match=r"unknown init method 'xavier'; expected one of impulse, mimetic, default"):
+        apply_structured_init(tiny_vit(), "xavier")
+    with pytest.raises(ValueError, match=r"unknown pseudo_input 'noise'"):
+        apply_structured_init(tiny_vit(), "impulse", pseudo_input="noise")
+    with pytest.raises(ValueError, match=r"kernel_size must be an odd int >= 1 .* got 4"):
+        apply_structured_init(tiny_vit(), "impulse", kernel_size=4)
+    with pytest.raises(ValueError, match=r"kernel_size 9 does not fit the 8x8 patch grid"):
+        apply_structured_init(tiny_vit(), "impulse", kernel_size=9)
+    with pytest.raises(ValueError, match="qk_norm"):
+        apply_structured_init(tiny_vit(qk_norm=True), "impulse")
+    with pytest.raises(ValueError, match="ResNet has no attention layers structured init can handle"):
+        apply_structured_init(timm.create_model("resnet10t"), "impulse")
+    with pytest.raises(ValueError, match=r"'mimetic' takes only 'seed'"):
+        apply_structured_init(tiny_vit(), "mimetic", kernel_size=3)

@@ -1,0 +1,126 @@
+"""The timm registry: every name builds, trains a step, loads weights without solving."""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+from safetensors.torch import save_file
+
+import structinit_hf  # noqa: F401  (registers the models)
+from structinit_hf import impulse
+
+TINY = dict(img_size=16, patch_size=2, depth=1)  # an 8x8 patch grid fits the 5x5 kernel
+OUR_NAMES = [
+    "vit_tiny_patch2_32",
+    "vit_tiny_impulse3",
+    "vit_tiny_impulse5",
+    "vit_tiny_mimetic",
+    "vit_mimetic",
+    "convit_tiny_patch2_32",
+    "vit_tiny_impulse3_patch16_224",
+    "vit_small_impulse3_patch16_224",
+    "vit_base_impulse3_patch16_224",
+]
+
+
+def test_names_are_listed_and_timm_names_are_not_shadowed() -> None:
+    assert set(OUR_NAMES) <= set(timm.list_models())
+    assert set(timm.list_models("*impulse*")) == {n for n in OUR_NAMES if "impulse" in n}
+    stock = timm.create_model("vit_tiny_patch16_224")
+    assert stock.cls_token is not None and stock.patch_embed.img_size == (224, 224)
+    assert type(timm.create_model("convit_tiny")).__name__ == "ConVit"
+
+
+@pytest.mark.parametrize("name", OUR_NAMES)
+def test_every_name_builds_runs_forward_and_backward(name: str) -> None:
+    kwargs = dict(TINY, num_classes=5)
+    if "small" in name or "base" in name:
+        kwargs.update(embed_dim=64, num_heads=2)
+    if name.startswith("convit"):
+        kwargs.update(local_up_to_layer=1, depth=2)
+        kwargs.pop("embed_dim", None)
+    model = timm.create_model(name, **kwargs)
+    logits = model(torch.randn(2, 3, 16, 16))
+    assert logits.shape == (2, 5)
+    logits.sum().backward()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    assert trainable and all(p.grad is not None for p in trainable)
+    config = timm.data.resolve_model_data_config(model)
+    assert config["input_size"] == (3, 16, 16)
+
+
+def test_cifar_defaults_follow_the_paper() -> None:
+    model = timm.create_model("vit_tiny_impulse3")
+    assert model.patch_embed.img_size == (32, 32) and model.patch_embed.patch_size == (2, 2)
+    assert model.embed_dim == 192 and len(model.blocks) == 12 and model.blocks[0].attn.num_heads == 3
+    assert model.cls_token is None and model.global_pool == "avg" and model.num_classes == 10
+    assert not model.pos_embed.requires_grad  # fixed sin-cos
+    torch.testing.assert_close(model.pos_embed[0], impulse.sincos_2d(16, 192))
+    assert timm.data.resolve_model_data_config(model)["input_size"] == (3, 32, 32)
+    big = timm.create_model("vit_small_impulse3_patch16_224")
+    assert timm.data.resolve_model_data_config(big)["input_size"] == (3, 224, 224) and big.num_classes == 1000
+
+
+def test_impulse_options_reach_the_solver_and_are_deterministic() -> None:
+    qk = slice(0, 2 * 192)
+    torch.manual_seed(0)
+    a = timm.create_model("vit_tiny_impulse5", **TINY, seed=3)
+    torch.manual_seed(0)
+    b = timm.create_model("vit_tiny_impulse5", **TINY, seed=3)
+    assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
+    # the paper's setting reads only the position code: the global RNG changes other weights, not Q/K
+    torch.manual_seed(0)
+    plain = timm.create_model("vit_tiny_impulse5", **TINY, seed=3, suppress_content=False)
+    torch.manual_seed(1)
+    other = timm.create_model("vit_tiny_impulse5", **TINY, seed=3, suppress_content=False)
+    torch.testing.assert_close(plain.blocks[0].attn.qkv.weight[qk], other.blocks[0].attn.qkv.weight[qk], rtol=0, atol=0)
+    assert not torch.equal(plain.blocks[0].attn.qkv.weight[qk.stop :], other.blocks[0].attn.qkv.weight[qk.stop :])
+    c = timm.create_model("vit_tiny_impulse3", **TINY, seed=3, sharpness=0.3, pseudo_input="sincos+gaussian")
+    assert not torch.equal(a.blocks[0].attn.qkv.weight[qk], c.blocks[0].attn.qkv.weight[qk])
+
+
+def test_pretrained_with_a_local_file_loads_and_never_solves(tmp_path, monkeypatch) -> None:
+    trained = timm.create_model("vit_tiny_impulse3", **TINY)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.01)
+    path = tmp_path / "model.safetensors"
+    save_file(trained.state_dict(), str(path))
+    calls = []
+    monkeypatch.setattr(impulse, "solve_qk", lambda *a, **k: calls.append(1))
+    loaded = timm.create_model(
+        "vit_tiny_impulse3", pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **TINY
+    )
+    assert calls == []
+    for key, value in trained.state_dict().items():
+        assert torch.equal(value, loaded.state_dict()[key]), key
+    assert not loaded.pos_embed.requires_grad
+
+
+def test_pretrained_without_weights_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="vit_tiny_impulse3 has no published weights"):
+        timm.create_model("vit_tiny_impulse3", pretrained=True, **TINY)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(img_size=30, patch_size=4), r"img_size \(30, 30\) is not divisible by patch_size \(4, 4\)"),
+        (dict(embed_dim=100, num_heads=3), "embed_dim 100 is not divisible by num_heads 3"),
+        (dict(kernel_size=2), "kernel_size must be an odd int"),
+        (dict(img_size=8, patch_size=4, kernel_size=3), "kernel_size 3 does not fit the 2x2 patch grid"),
+        (dict(pseudo_input="fourier"), "unknown pseudo_input 'fourier'"),
+        (dict(pos_embed="rope"), "unknown pos_embed 'rope'; expected one of sincos, learn, none"),
+    ],
+)
+def test_bad_input_is_a_value_error(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        timm.create_model("vit_tiny_impulse3", **{**dict(depth=1), **kwargs})
+
+
+def test_mimetic_and_control_reject_impulse_options() -> None:
+    with pytest.raises(ValueError, match=r"\['kernel_size'\] are impulse options"):
+        timm.create_model("vit_tiny_mimetic", kernel_size=5, **TINY)
+    with pytest.raises(ValueError, match=r"\['seed'\] are impulse options"):
+        timm.create_model("vit_tiny_patch2_32", seed=1, **TINY)
