@@ -76,7 +76,8 @@ def to_markdown(result: dict) -> str:
     lines += ["## Solver on the pseudo input (16x16 grid, dim 192, 3 heads)", ""]
     lines += ["| k | method | seconds | hit rate | target mass |", "|---|---|---|---|---|"]
     for row in result["solver"]:
-        cells = (row["kernel_size"], row["method"], f"{row['seconds']:.3f}", f"{row['hit_rate']:.3f}", f"{row['target_mass']:.3f}")
+        numbers = (f"{row[key]:.3f}" for key in ("seconds", "hit_rate", "target_mass"))
+        cells = (row["kernel_size"], row["method"], *numbers)
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     lines += [
         "",
@@ -107,7 +108,9 @@ def main() -> None:
     parser.add_argument("--num-images", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="folder for results.json and results.md")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 keeps timings steady on a busy CPU)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     result = {
         "command": "python scripts/benchmark_solver.py "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),

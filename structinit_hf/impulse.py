@@ -366,7 +366,7 @@ def _adam_fit(
     lr: float,
     norm_every: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Adam on ``MSE(softmax(X Q K^T X^T / sqrt(d)), H)``, columns reset to the start's mean norm each ``norm_every``."""
+    """Adam on ``MSE(softmax(X Q K^T X^T / sqrt(d)), H)``; columns reset to the start's mean norm every few steps."""
     q = q.clone().requires_grad_(True)
     k = k.clone().requires_grad_(True)
     optimizer = torch.optim.Adam([q, k], lr=lr)

@@ -101,3 +101,13 @@ def test_bad_inputs_name_the_value() -> None:
         apply_structured_init(timm.create_model("resnet10t"), "impulse")
     with pytest.raises(ValueError, match=r"'mimetic' takes only 'seed'"):
         apply_structured_init(tiny_vit(), "mimetic", kernel_size=3)
+
+
+def test_non_square_images_get_impulses_on_their_grid() -> None:
+    torch.manual_seed(0)
+    model = apply_structured_init(tiny_vit(img_size=(8, 12), class_token=False, global_pool="avg").eval(), "impulse")
+    assert model.patch_embed.grid_size == (4, 6)
+    targets = impulse_block_targets(model)
+    assert targets[0].shape == (2, 24, 24)
+    fidelity = block_fidelity(model, torch.randn(4, 3, 8, 12), targets)
+    assert fidelity[0]["hit_rate"] >= 0.9
