@@ -231,6 +231,7 @@ def solve_qk(
     sharpness: float = 0.7,
     basis: torch.Tensor | None = None,
     check_inputs: torch.Tensor | None = None,
+    null_keys: int = 0,
     seed: int = 0,
     steps: int = 10_000,
     lr: float = 1e-4,
@@ -252,7 +253,9 @@ def solve_qk(
     (largest cut-off of :data:`_RCOND_STEPS`) whose fit puts the argmax of at least 90% of the valid
     rows on the target, on ``x`` and on each ``check_inputs`` sample (``B x N x D``: the pseudo
     input with simulated image content).  Finally one scale per head is set by bisection so the
-    mean attention mass on the target, on ``x``, equals ``sharpness``.
+    mean attention mass on the target, on ``x``, equals ``sharpness``.  ``null_keys`` counts keys
+    outside the solve whose logit is zero (prefix tokens such as a class token, hidden by the
+    basis): a target must score above them, and they take their share of the softmax.
 
     ``method="adam"`` is the paper's reference recipe: Adam (lr 1e-4, ``steps`` = 10,000) on the
     MSE between ``softmax(X Q K^T X^T / sqrt(head_dim))`` and the target, from a uniform start, with
@@ -286,29 +289,40 @@ def solve_qk(
         if check_inputs is not None:
             checks = torch.cat([checks, check_inputs.to(device=device, dtype=torch.float32) @ basis])
         logits = impulse_logit_targets(grid_size, targets)
-        q, k = _closed_form(xb, logits, targets, head_dim, checks)
-        q, k = _set_sharpness(xb, targets, q, k, sharpness)
+        q, k = _closed_form(xb, logits, targets, head_dim, checks, null_keys)
+        q, k = _set_sharpness(xb, targets, q, k, sharpness, null_keys)
     else:
         q, k = _adam_reference(xb, targets, head_dim, seed=seed, steps=steps, lr=lr, norm_every=norm_every)
     return (basis @ q).to(dtype), (basis @ k).to(dtype)
 
 
-def _hit_rate(checks: torch.Tensor, q: torch.Tensor, k: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def _logits(x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, null_keys: int) -> torch.Tensor:
+    """``X Q K^T X^T`` per head, with ``null_keys`` zero-logit columns appended."""
+    logits = (x @ q) @ (x @ k).transpose(1, 2)
+    return F.pad(logits, (0, null_keys))
+
+
+def _hit_rate(
+    checks: torch.Tensor, q: torch.Tensor, k: torch.Tensor, targets: torch.Tensor, null_keys: int
+) -> torch.Tensor:
     """Per head: share of valid rows, over all check inputs, whose argmax logit is the target."""
     valid = targets.sum(-1) > 0
     hits = torch.zeros(q.shape[0], dtype=torch.float64, device=q.device)
     for xc in checks:
-        fit = (xc.double() @ q) @ (xc.double() @ k).transpose(1, 2)
+        fit = _logits(xc.double(), q, k, null_keys)
         hits += ((fit.argmax(-1) == targets.argmax(-1)) & valid).sum(-1) / valid.sum(-1).clamp_min(1)
     return hits / len(checks)
 
 
 def _closed_form(
-    xb: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor, head_dim: int, checks: torch.Tensor
+    xb: torch.Tensor, logits: torch.Tensor, targets: torch.Tensor, head_dim: int, checks: torch.Tensor, null_keys: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rank-``head_dim`` least-squares fit of ``logits`` with the fewest input directions that keep the pattern."""
     u_all, s_all, vh_all = torch.linalg.svd(xb.double(), full_matrices=False)
     heads = logits.shape[0]
+    # keys read through (I - b m^T) K, with X b ~ 1 and m the mean token, score x_i Q K^T (x_j - m): rows centred
+    mean_token = xb.double().mean(0)
+    ones_map = torch.linalg.lstsq(xb.double(), torch.ones(xb.shape[0], 1, dtype=torch.float64)).solution[:, 0]
     best_q = best_k = None
     best_hits = torch.full((heads,), -1.0, dtype=torch.float64, device=xb.device)
     for rcond in _RCOND_STEPS:
@@ -322,7 +336,9 @@ def _closed_form(
         root = sa.sqrt().unsqueeze(-2)
         q = F.pad(v @ (p * flip / s.unsqueeze(-1)) * root, (0, head_dim - rank))
         k = F.pad(v @ (r * flip / s.unsqueeze(-1)) * root, (0, head_dim - rank))
-        hits = _hit_rate(checks, q, k, targets)
+        if null_keys:  # the fit's absolute level is loose: centre each row, so the target scores above 0
+            k = k - ones_map.unsqueeze(-1) * (mean_token @ k).unsqueeze(-2)
+        hits = _hit_rate(checks, q, k, targets, null_keys)
         better = hits > best_hits + 1e-9
         if best_q is None:
             best_q, best_k = q.clone(), k.clone()
@@ -333,15 +349,16 @@ def _closed_form(
     return best_q.float(), best_k.float()
 
 
-def _target_mass(xb: torch.Tensor, targets: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+def _target_mass(
+    xb: torch.Tensor, targets: torch.Tensor, q: torch.Tensor, k: torch.Tensor, null_keys: int = 0
+) -> torch.Tensor:
     """Mean attention mass on the target per head (valid rows only)."""
-    maps = attention_maps(xb, q, k)
-    valid = targets.sum(-1)
-    return (maps * targets).sum(-1).sum(-1) / valid.sum(-1).clamp_min(1)
+    maps = torch.softmax(_logits(xb, q, k, null_keys) * q.shape[-1] ** -0.5, dim=-1)[..., : targets.shape[-1]]
+    return (maps * targets).sum((-1, -2)) / targets.sum((-1, -2)).clamp_min(1)
 
 
 def _set_sharpness(
-    xb: torch.Tensor, targets: torch.Tensor, q: torch.Tensor, k: torch.Tensor, sharpness: float
+    xb: torch.Tensor, targets: torch.Tensor, q: torch.Tensor, k: torch.Tensor, sharpness: float, null_keys: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scale each head's logits (by bisection in log space) until its target mass is ``sharpness``."""
     lo = torch.full((q.shape[0],), -12.0, device=q.device)
@@ -349,7 +366,7 @@ def _set_sharpness(
     for _ in range(40):
         mid = (lo + hi) / 2
         root = mid.exp().sqrt().view(-1, 1, 1)
-        below = _target_mass(xb, targets, q * root, k * root) < sharpness
+        below = _target_mass(xb, targets, q * root, k * root, null_keys) < sharpness
         lo = torch.where(below, mid, lo)
         hi = torch.where(below, hi, mid)
     root = ((lo + hi) / 2).exp().sqrt().view(-1, 1, 1)

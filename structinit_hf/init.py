@@ -87,6 +87,7 @@ class ViTLayout:
     patch_weight: nn.Parameter  # the patch embedding's weight (out_dim x C x p x p)
     exact_nuisance: list[torch.Tensor] = field(default_factory=list)  # vectors to hide from Q/K exactly
     write_position_code: Callable[[torch.Tensor], None] | None = None  # (h w) x dim into pos embed
+    num_prefix_tokens: int = 0  # class and register tokens in front of the patch tokens
 
 
 def _fused_qkv_slot(qkv: nn.Linear, proj: nn.Linear, num_heads: int, head_dim: int) -> AttentionSlot:
@@ -181,6 +182,7 @@ def _timm_layout(model: nn.Module) -> ViTLayout | None:
         patch_weight=proj.weight,
         exact_nuisance=exact,
         write_position_code=_patch_slots_writer(pos_embed, num_prefix if embeds_prefix else 0),
+        num_prefix_tokens=num_prefix,
     )
 
 
@@ -216,6 +218,7 @@ def _transformers_layout(model: nn.Module) -> ViTLayout | None:
         patch_weight=proj.weight,
         exact_nuisance=exact,
         write_position_code=_patch_slots_writer(pos_embed, 1 if cls_token is not None else 0),
+        num_prefix_tokens=1 if cls_token is not None else 0,
     )
 
 
@@ -233,7 +236,8 @@ def vit_layout(model: nn.Module) -> ViTLayout:
 
 def _content_basis(layout: ViTLayout) -> torch.Tensor:
     """Orthonormal basis of what Q/K may read: everything but the exact nuisance and patch content."""
-    exact = torch.stack([v.float() for v in layout.exact_nuisance], dim=1)
+    # LayerNorm ignores scale, so every vector counts by its direction (a class token starts at ~1e-6)
+    exact = torch.stack([v.float() / v.float().norm().clamp_min(1e-30) for v in layout.exact_nuisance], dim=1)
     return impulse.complement_basis(
         layout.dim, exact=exact, approximate=layout.patch_weight.detach().reshape(layout.dim, -1)
     )
@@ -279,6 +283,7 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
             sharpness=options.sharpness,
             basis=basis,
             check_inputs=checks,
+            null_keys=layout.num_prefix_tokens if options.suppress_content else 0,
             seed=seed,
         )
 

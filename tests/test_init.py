@@ -111,3 +111,15 @@ def test_non_square_images_get_impulses_on_their_grid() -> None:
     assert targets[0].shape == (2, 24, 24)
     fidelity = block_fidelity(model, torch.randn(4, 3, 8, 12), targets)
     assert fidelity[0]["hit_rate"] >= 0.9
+
+
+def test_prefix_tokens_do_not_outscore_the_targets() -> None:
+    """Class and register keys are hidden from Q/K (logit 0); the targets must still win over them."""
+    torch.manual_seed(0)
+    model = apply_structured_init(tiny_vit(class_token=True, reg_tokens=3, depth=1).eval(), "impulse")
+    maps = timm_attention_maps(model, torch.randn(8, 3, 16, 16))[0]
+    prefix = model.num_prefix_tokens
+    targets = torch.cat([torch.zeros(2, 64, prefix), impulse_block_targets(model)[0]], dim=-1)
+    fidelity = impulse.target_fidelity(maps[:, :, prefix:, :], targets)  # rows of patch tokens, all keys
+    assert fidelity["hit_rate"] >= 0.85
+    assert maps[:, :, prefix:, :prefix].sum(-1).mean() < 0.2  # little attention goes to the prefix

@@ -1,0 +1,167 @@
+"""save_checkpoint: one folder that loads in timm (stock too), transformers and the image-classification pipeline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import datasets
+import pytest
+import timm
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoImageProcessor, AutoModelForImageClassification, pipeline
+
+import structinit_hf
+from structinit_hf import export
+from structinit_hf.hf import StructInitViTConfig
+from structinit_hf.hf.configuration_structinit_vit import TIMM_VARIANTS
+from structinit_hf.timm_models import create_structinit_vit
+
+LABELS = [f"class_{i}" for i in range(10)]
+
+
+def _tiny_timm(**kwargs) -> torch.nn.Module:
+    """A registered impulse ViT at 16 px with one 64-wide block, built the way users build it."""
+    return timm.create_model(
+        "vit_tiny_impulse5", img_size=16, depth=1, embed_dim=64, num_heads=2, seed=2, **kwargs
+    ).eval()
+
+
+def test_timm_model_checkpoint_loads_in_timm_and_transformers(tmp_path: Path):
+    model = _tiny_timm()
+    folder = structinit_hf.save_checkpoint(model, tmp_path / "final", label_names=LABELS)
+    assert folder == tmp_path / "final"
+    assert {p.name for p in folder.iterdir()} == {
+        "config.json",
+        "model.safetensors",
+        "preprocessor_config.json",
+        "configuration_structinit_vit.py",
+        "modeling_structinit_vit.py",
+    }
+    assert set(load_file(folder / "model.safetensors")) == set(model.state_dict())
+
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architecture"] in timm.list_models() and config["architecture"] not in TIMM_VARIANTS
+    assert "num_classes" not in config["model_args"]
+    assert config["model_args"]["depth"] == 1 and config["model_args"]["embed_dim"] == 64
+    assert (config["num_classes"], config["num_features"], config["label_names"]) == (10, 64, LABELS)
+    assert config["pretrained_cfg"]["input_size"] == [3, 16, 16] and config["pretrained_cfg"]["num_classes"] == 10
+    assert {"mean", "std", "crop_pct", "interpolation"} <= set(config["pretrained_cfg"])
+    assert config["structinit"]["attention_init"] == "impulse"
+    assert (config["structinit"]["kernel_size"], config["structinit"]["seed"]) == (5, 2)
+    assert config["model_type"] == "structinit_vit" and config["id2label"]["3"] == "class_3"
+    assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForImageClassification"}
+
+    pixels = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(pixels)
+        from_timm = timm.create_model(f"local-dir:{folder}", pretrained=True).eval()
+        assert torch.equal(from_timm(pixels), expected)
+        from_transformers = AutoModelForImageClassification.from_pretrained(folder).eval()
+        assert torch.equal(from_transformers(pixels).logits, expected)
+    assert from_transformers.config.id2label[7] == "class_7"
+
+
+def test_checkpoint_loads_in_stock_timm_without_the_package(tmp_path: Path):
+    model = _tiny_timm()
+    folder = structinit_hf.save_checkpoint(model, tmp_path / "final")
+    pixels = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        save_file({"pixels": pixels, "logits": model(pixels)}, tmp_path / "io.safetensors")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["structinit_hf"] = None  # stock timm only
+        import timm, torch
+        from safetensors.torch import load_file
+        io = load_file({str(tmp_path / "io.safetensors")!r})
+        model = timm.create_model("local-dir:{folder}", pretrained=True).eval()
+        with torch.no_grad():
+            assert torch.equal(model(io["pixels"]), io["logits"])
+        print("stock timm ok")
+        """
+    )
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", PYTHONPATH="")
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "stock timm ok" in result.stdout
+
+
+def test_pipeline_classifies_a_real_cifar_image(tmp_path: Path, cifar10_small: Path):
+    test_split = datasets.load_dataset(str(cifar10_small), split="test")
+    names = test_split.features["label"].names
+    image = test_split[0]["img"]
+    model = timm.create_model("vit_tiny_impulse3", img_size=16, depth=1, embed_dim=64, num_heads=2).eval()
+    folder = structinit_hf.save_checkpoint(model, tmp_path / "final", label_names=names)
+
+    classifier = pipeline("image-classification", model=str(folder), top_k=3)
+    predictions = classifier(image)
+    assert len(predictions) == 3 and all(p["label"] in names for p in predictions)
+
+    processor = AutoImageProcessor.from_pretrained(folder)
+    pixels = processor(image, return_tensors="pt")["pixel_values"]
+    assert pixels.shape == (1, 3, 16, 16)
+    with torch.no_grad():
+        probabilities = model(pixels).softmax(-1)[0]
+    top = probabilities.topk(3)
+    assert [p["label"] for p in predictions] == [names[i] for i in top.indices]
+    assert [p["score"] for p in predictions] == pytest.approx(top.values.tolist(), abs=1e-5)
+
+
+def test_transformers_model_checkpoint_and_no_image_processor(tmp_path: Path):
+    model = AutoModelForImageClassification.from_config(
+        StructInitViTConfig(image_size=16, hidden_size=64, num_attention_heads=2, num_hidden_layers=1, num_labels=3)
+    )
+    folder = structinit_hf.save_checkpoint(
+        model, tmp_path / "final", label_names=["a", "b", "c"], image_processor=False
+    )
+    assert not (folder / "preprocessor_config.json").exists()
+    assert model.config.id2label == {0: "a", 1: "b", 2: "c"}
+    loaded = AutoModelForImageClassification.from_pretrained(folder)
+    assert loaded.config.label2id == {"a": 0, "b": 1, "c": 2}
+    assert torch.equal(loaded.timm_model.blocks[0].attn.qkv.weight, model.timm_model.blocks[0].attn.qkv.weight)
+
+
+def test_a_failed_save_leaves_the_existing_checkpoint_untouched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    good = structinit_hf.save_checkpoint(_tiny_timm(), tmp_path / "final", label_names=LABELS)
+    before = {p.name: p.read_bytes() for p in good.iterdir()}
+
+    def broken(config):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(export, "image_processor_for", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        structinit_hf.save_checkpoint(_tiny_timm(), tmp_path / "final", label_names=list("abcdefghij"))
+    assert {p.name: p.read_bytes() for p in good.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["final"]  # no staging folder left behind
+
+    monkeypatch.undo()
+    structinit_hf.save_checkpoint(_tiny_timm(), tmp_path / "final", label_names=list("abcdefghij"))
+    assert json.loads((good / "config.json").read_text())["label_names"] == list("abcdefghij")
+    assert [p.name for p in tmp_path.iterdir()] == ["final"]
+
+
+def test_bad_input_is_rejected(tmp_path: Path):
+    model = _tiny_timm()
+    with pytest.raises(ValueError, match="3 names but the model has 10 classes"):
+        structinit_hf.save_checkpoint(model, tmp_path / "a", label_names=["x", "y", "z"])
+    with pytest.raises(ValueError, match="unique"):
+        structinit_hf.save_checkpoint(model, tmp_path / "a", label_names=["x"] * 10)
+    stock = timm.create_model("vit_tiny_patch16_224", img_size=32)
+    with pytest.raises(ValueError, match="vit_tiny_patch16_224"):
+        structinit_hf.save_checkpoint(stock, tmp_path / "a")
+    with pytest.raises(TypeError, match="ConVit"):
+        structinit_hf.save_checkpoint(timm.create_model("convit_tiny_patch2_32", img_size=16, depth=1), tmp_path / "a")
+    unrecorded = create_structinit_vit(
+        "vit_tiny_impulse3", img_size=16, depth=1, embed_dim=64, num_heads=2, attention_init="default"
+    )
+    with pytest.raises(ValueError, match="timm.create_model"):
+        structinit_hf.save_checkpoint(unrecorded, tmp_path / "a")
+    assert list(tmp_path.iterdir()) == []
