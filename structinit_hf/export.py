@@ -41,9 +41,10 @@ def config_for_timm_model(model: VisionTransformer) -> StructInitViTConfig:
             f"{name!r} is not a registered structinit ViT ({', '.join(TIMM_VARIANTS)}); build the model with "
             "timm.create_model(<one of them>, ...) or use StructInitViTForImageClassification"
         )
+    recorded = {k: v for k, v in getattr(model, "_model_args", {}).items() if k != "num_classes"}
     config = StructInitViTConfig.from_timm_name(
         name,
-        **getattr(model, "_model_args", {}),
+        **recorded,
         num_classes=model.num_classes,
         image_mean=tuple(model.pretrained_cfg["mean"]),
         image_std=tuple(model.pretrained_cfg["std"]),
@@ -119,6 +120,9 @@ def save_checkpoint(
         hf_model.save_pretrained(staging)
         if image_processor:
             image_processor_for(config).save_pretrained(staging)
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; a checkpoint folder is an ordinary folder
         _replace_folder(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

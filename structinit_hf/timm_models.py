@@ -7,18 +7,28 @@ loads in stock timm; the init runs once, at construction, and never when weights
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
+from huggingface_hub import is_offline_mode, try_to_load_from_cache
+from huggingface_hub.errors import LocalEntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import (
+    build_model_with_cfg,
+    generate_default_cfgs,
+    get_pretrained_cfg,
+    register_model,
+    resolve_pretrained_cfg,
+    split_model_name_tag,
+)
 from timm.models.convit import ConVit
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 
 from .impulse import sincos_2d
 from .init import INIT_METHODS, ImpulseOptions, apply_structured_init
 
-__all__ = ["CIFAR10_MEAN", "CIFAR10_STD", "IMPULSE_KWARGS", "POS_EMBEDS", "create_structinit_vit"]
+__all__ = ["CIFAR10_MEAN", "CIFAR10_STD", "HUB_CHECKPOINTS", "IMPULSE_KWARGS", "POS_EMBEDS", "create_structinit_vit"]
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
@@ -85,6 +95,13 @@ def create_structinit_vit(
     if attention_init == "impulse":
         ImpulseOptions(**options)  # fail on bad options before building anything
     _check_geometry(kwargs)
+    if pretrained:
+        cfg = resolve_pretrained_cfg(variant, kwargs.get("pretrained_cfg"), kwargs.get("pretrained_cfg_overlay")).to_dict()
+        if not _has_weights(cfg):
+            raise ValueError(
+                f"{variant} has no published weights yet; pass pretrained=False, or a local file with "
+                "pretrained_cfg_overlay=dict(file='model.safetensors')"
+            )
     model = build_model_with_cfg(
         VisionTransformer,
         variant,
@@ -94,11 +111,6 @@ def create_structinit_vit(
         pos_embed="none" if pos_embed == "none" else "learn",
         **kwargs,
     )
-    if pretrained and not _has_weights(model.pretrained_cfg):
-        raise ValueError(
-            f"{variant} has no published weights yet; pass pretrained=False, or a local file with "
-            "pretrained_cfg_overlay=dict(file='model.safetensors')"
-        )
     if pos_embed == "sincos":
         model.pos_embed.requires_grad_(False)
     if not pretrained:
@@ -157,8 +169,42 @@ default_cfgs = generate_default_cfgs({
     "vit_base_impulse3_patch16_224": _cfg(**_imagenet),
 })
 
+# Published checkpoints (scripts/push_to_hub.py uploads them): "<model>.<tag>" -> Hub repo. Each becomes a pretrained
+# tag whose cfg is the model's own plus ``hf_hub_id``; the untagged cfg stays the default, so a bare name still builds
+# a freshly initialized model and only the tagged name downloads weights.
+HUB_CHECKPOINTS = {"vit_tiny_impulse3.cifar10": "structinit-hf/vit_tiny_impulse3.cifar10"}
+
+
+def _add_hub_checkpoint_tags(cfgs: dict[str, Any]) -> None:
+    for name, repo_id in HUB_CHECKPOINTS.items():
+        architecture, tag = split_model_name_tag(name)
+        cfgs[architecture].tags.append(tag)  # appended: the untagged, weightless cfg stays the default
+        cfgs[architecture].cfgs[tag] = replace(cfgs[architecture].cfgs[""], hf_hub_id=repo_id)
+
+
+_add_hub_checkpoint_tags(default_cfgs)
+
+
+def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any]) -> None:
+    """Fail early, naming the repo, when a published checkpoint must come from the Hub but the Hub is off.
+
+    timm passes the tag of ``vit_tiny_impulse3.cifar10`` as ``pretrained_cfg="cifar10"``; that cfg's ``hf_hub_id``
+    is downloaded online and read from the local cache offline (``HF_HUB_OFFLINE=1``).
+    """
+    tag = kwargs.get("pretrained_cfg")
+    if not pretrained or not isinstance(tag, str) or (kwargs.get("pretrained_cfg_overlay") or {}).get("file"):
+        return
+    repo_id = getattr(get_pretrained_cfg(f"{variant}.{tag}"), "hf_hub_id", None)
+    if repo_id and is_offline_mode() and not isinstance(try_to_load_from_cache(repo_id, "model.safetensors"), str):
+        raise LocalEntryNotFoundError(
+            f"{variant}.{tag} loads its weights from the Hub repo {repo_id}, but HF_HUB_OFFLINE is set and they are "
+            "not in the local cache. Run once online to cache them, or pass a local copy with "
+            "pretrained_cfg_overlay=dict(file='model.safetensors')."
+        )
+
 
 def _vit(variant: str, pretrained: bool, kwargs: dict[str, Any], **model_args: Any) -> VisionTransformer:
+    _require_hub_weights(variant, pretrained, kwargs)
     return create_structinit_vit(variant, pretrained, **dict(model_args, **kwargs))
 
 

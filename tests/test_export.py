@@ -165,3 +165,17 @@ def test_bad_input_is_rejected(tmp_path: Path):
     with pytest.raises(ValueError, match="timm.create_model"):
         structinit_hf.save_checkpoint(unrecorded, tmp_path / "a")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_model_built_with_num_classes_saves_a_readable_folder(tmp_path: Path):
+    """train.py builds with num_classes=...; the folder is an ordinary one others can read."""
+    model = _tiny_timm(num_classes=3)
+    folder = structinit_hf.save_checkpoint(model, tmp_path / "final", label_names=["a", "b", "c"])
+    assert json.loads((folder / "config.json").read_text())["num_classes"] == 3
+    umask = os.umask(0)
+    os.umask(umask)
+    assert folder.stat().st_mode & 0o777 == 0o777 & ~umask
+    loaded = timm.create_model(f"local-dir:{folder}", pretrained=True).eval()
+    with torch.no_grad():
+        x = torch.randn(2, 3, 16, 16)
+        torch.testing.assert_close(loaded(x), model(x))

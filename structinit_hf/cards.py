@@ -1,0 +1,241 @@
+"""Model cards for trained runs: Jinja templates in ``structinit_hf/model_cards/`` rendered into a ``ModelCard``.
+
+Everything a card states comes from the run itself: the metadata (``ModelCardData`` with a ``model-index`` of
+``EvalResult``) and the body (init settings, recipe, results) from the run's ``results.json``, the architecture and
+preprocessing from the checkpoint's ``config.json``, the parameter count from ``model.safetensors``. One template per
+model family (``vit.md.j2``, ``convit.md.j2``) includes the shared sections (``_method``, ``_training``, ``_usage``,
+``_limitations``, ``_citation``). Rendering needs no network.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+from safetensors import safe_open
+from timm.models import split_model_name_tag
+
+__all__ = [
+    "CARD_TAGS",
+    "MODEL_FAMILIES",
+    "RESULTS_FIELDS",
+    "TEMPLATE_DIR",
+    "build_model_card",
+    "count_parameters",
+    "hub_dataset_id",
+    "model_family",
+    "read_results",
+]
+
+TEMPLATE_DIR = Path(__file__).parent / "model_cards"
+MODEL_FAMILIES = {"vit": "vit.md.j2", "convit": "convit.md.j2"}
+CARD_TAGS = ("image-classification", "timm", "transformers", "vision-transformer", "structured-initialization")
+# results.json fields (contract item 2) that a card needs, with the types they must have
+RESULTS_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "model": str,
+    "init": dict,
+    "dataset": str,
+    "split": str,
+    "num_classes": int,
+    "top1": (int, float),
+    "top5": (int, float),
+    "epochs": int,
+    "images_seen": int,
+    "wall_time_s": (int, float),
+    "args": dict,
+    "versions": dict,
+}
+_INIT_TITLES = {
+    "impulse": "structured (impulse {k}x{k}) initialization",
+    "mimetic": "mimetic initialization",
+    "default": "timm's default initialization",
+    "convit": "ConViT's convolutional initialization",
+}
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+_SECRET_ARG = re.compile(r"token|secret|password|api_key", re.IGNORECASE)
+
+
+def read_results(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a run's ``results.json`` and check the fields a card is built from (name and type of each)."""
+    path = Path(path)
+    results = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(results, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(results).__name__}")
+    missing = [name for name in RESULTS_FIELDS if name not in results]
+    if missing:
+        raise ValueError(f"{path} lacks the field(s) {', '.join(missing)} (see results.json in the README)")
+    for name, kind in RESULTS_FIELDS.items():
+        value = results[name]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise ValueError(f"{path}: field {name!r} has the wrong type ({type(value).__name__}: {value!r})")
+    for name in ("top1", "top5"):
+        if not 0.0 <= results[name] <= 100.0:
+            raise ValueError(f"{path}: {name} must be a percentage in [0, 100], got {results[name]}")
+    return results
+
+
+def model_family(model_name: str) -> str:
+    """The card template family of a timm model name (``vit_tiny_impulse3.cifar10`` -> ``"vit"``)."""
+    architecture, _ = split_model_name_tag(model_name)
+    for family in ("convit", "vit"):
+        if architecture.startswith(family):
+            return family
+    raise ValueError(f"no model card template for {model_name!r}; card families: {', '.join(MODEL_FAMILIES)}")
+
+
+def hub_dataset_id(dataset: str, dataset_id: str | None = None) -> tuple[str, bool]:
+    """The Hub id to declare in the card and whether the run read a local copy.
+
+    ``dataset`` is what the run trained on (a Hub id or a local path); a local path needs ``dataset_id``, the Hub id
+    of the dataset it is a copy of, because card metadata only links Hub datasets.
+    """
+    is_local = Path(dataset).expanduser().exists() or not _HUB_ID.match(dataset)
+    chosen = dataset_id if dataset_id is not None else (None if is_local else dataset)
+    if chosen is None:
+        raise ValueError(
+            f"the run trained on the local dataset {dataset!r}; pass dataset_id (--dataset-id) with the Hub id it "
+            "is a copy of, e.g. 'uoft-cs/cifar10'"
+        )
+    if not _HUB_ID.match(chosen):
+        raise ValueError(f"dataset_id {chosen!r} is not a Hub dataset id ('name' or 'namespace/name')")
+    return chosen, is_local
+
+
+def count_parameters(weights: str | os.PathLike) -> int:
+    """Number of parameters stored in a ``.safetensors`` file, read from its header (no tensor is loaded)."""
+    with safe_open(str(weights), framework="pt") as f:
+        return sum(math.prod(f.get_slice(name).get_shape()) for name in f.keys())
+
+
+def _arch_line(model_args: dict[str, Any]) -> str:
+    return ", ".join(f"`{name}={value!r}`" for name, value in model_args.items()) or "its default arguments"
+
+
+def _format_value(value: Any) -> str:
+    """A recorded setting as the card shows it; a local path keeps only its last part (the card is public)."""
+    if not isinstance(value, str):
+        return json.dumps(value)
+    if os.path.isabs(value) or value.startswith(("~", "./", "../")):
+        return f".../{Path(value).name}"
+    return value
+
+
+def _arg_rows(args: dict[str, Any]) -> list[tuple[str, str]]:
+    """The training command's options; anything that looks like a credential is never printed."""
+    return [(name, "<redacted>" if _SECRET_ARG.search(name) else _format_value(value)) for name, value in args.items()]
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def _versions_line(versions: dict[str, Any]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in versions.items()) or "versions not recorded"
+
+
+def build_model_card(
+    results: dict[str, Any],
+    checkpoint_config: dict[str, Any],
+    repo_id: str,
+    *,
+    num_params: int,
+    dataset_id: str | None = None,
+    license: str = "apache-2.0",
+    attention_image: str | None = None,
+) -> ModelCard:
+    """Render the model card of a trained run.
+
+    Args:
+        results: the run's ``results.json`` (see :func:`read_results`).
+        checkpoint_config: the checkpoint's timm ``config.json`` (``architecture``, ``model_args``, ``pretrained_cfg``).
+        repo_id: the Hub repo the card describes; the usage snippets load from it.
+        num_params: parameter count (:func:`count_parameters` of the weights file).
+        dataset_id: Hub id of the dataset when ``results["dataset"]`` is a local path (see :func:`hub_dataset_id`).
+        license: license id of the weights.
+        attention_image: path, inside the repo, of the initial attention maps picture, when the run has one.
+    """
+    family = model_family(results["model"])
+    dataset, dataset_is_local = hub_dataset_id(results["dataset"], dataset_id)
+    init = dict(results["init"])
+    attention_init = init.pop("attention_init", "convit" if family == "convit" else "default")
+    if attention_init not in _INIT_TITLES:
+        raise ValueError(
+            f"unknown attention_init {attention_init!r} in results.json; expected one of {', '.join(_INIT_TITLES)}"
+        )
+    if attention_init == "impulse" and "kernel_size" not in init:
+        raise ValueError("results.json: init.attention_init is 'impulse' but init.kernel_size is missing")
+    pretrained_cfg = checkpoint_config.get("pretrained_cfg", {})
+    input_size = pretrained_cfg.get("input_size")
+    if not input_size:
+        raise ValueError("the checkpoint's config.json has no pretrained_cfg.input_size")
+    repo_name = repo_id.split("/")[-1]
+
+    eval_common = dict(
+        task_type="image-classification",
+        task_name="Image Classification",
+        dataset_type=dataset,
+        dataset_name=dataset,
+        dataset_config=results.get("dataset_config"),
+        dataset_split=results["split"],
+    )
+    card_data = ModelCardData(
+        model_name=repo_name,
+        library_name="timm",
+        pipeline_tag="image-classification",
+        license=license,
+        tags=list(CARD_TAGS),
+        datasets=[dataset],
+        metrics=["accuracy"],
+        eval_results=[
+            EvalResult(metric_type=metric, metric_name=name, metric_value=results[field], **eval_common)
+            for metric, name, field in (
+                ("accuracy", "Top-1 accuracy (%)", "top1"),
+                ("top_5_accuracy", "Top-5 accuracy (%)", "top5"),
+            )
+        ],
+    )
+    context = dict(
+        card_data=card_data.to_yaml(),
+        family=family,
+        repo_id=repo_id,
+        repo_name=repo_name,
+        model_name=results["model"],
+        architecture=checkpoint_config.get("architecture", results["model"]),
+        arch_line=_arch_line(checkpoint_config.get("model_args", {})),
+        params_m=num_params / 1e6,
+        image_size=" x ".join(str(side) for side in input_size[1:]),
+        mean=tuple(pretrained_cfg.get("mean", ())),
+        std=tuple(pretrained_cfg.get("std", ())),
+        attention_init=attention_init,
+        init_title=_INIT_TITLES[attention_init].format(k=init.get("kernel_size")),
+        init=init,
+        init_rows=[(name, _format_value(value)) for name, value in init.items()],
+        attention_image=attention_image,
+        dataset_id=dataset,
+        dataset_config=results.get("dataset_config"),
+        dataset_is_local=dataset_is_local,
+        split=results["split"],
+        num_classes=results["num_classes"],
+        top1=results["top1"],
+        top5=results["top5"],
+        epochs=results["epochs"],
+        images_seen=results["images_seen"],
+        wall_time=_duration(results["wall_time_s"]),
+        arg_rows=_arg_rows(results["args"]),
+        versions_line=_versions_line(results["versions"]),
+    )
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    content = environment.get_template(MODEL_FAMILIES[family]).render(**context)
+    return ModelCard(re.sub(r"\n{3,}", "\n\n", content))

@@ -1,0 +1,206 @@
+"""Publish a trained run on the Hugging Face Hub: stage the exact repo folder, then one ``upload_folder`` commit.
+
+The repo folder is the run's ``final/`` checkpoint (the :func:`~structinit_hf.export.save_checkpoint` folder that
+loads with timm and with transformers), plus the model card (``README.md``, see :mod:`structinit_hf.cards`), the
+run's ``results.json`` and, when the run drew one, its picture of the initial attention maps. It is staged in a
+temporary folder, so a failed or dry run leaves nothing behind and the run folder is only read.
+
+Authentication and endpoint are huggingface_hub's own: ``HF_TOKEN`` (or a saved login) and ``HF_ENDPOINT``. The token
+is never passed around, printed or written (huggingface_hub puts it in the request headers); it is only read to refuse
+a folder that contains it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub import HfApi, get_token
+from huggingface_hub import constants as hf_constants
+from huggingface_hub.errors import HfHubHTTPError
+
+from .cards import build_model_card, count_parameters, read_results
+
+__all__ = [
+    "ATTENTION_IMAGE",
+    "CARD_FILE",
+    "PushResult",
+    "RunFiles",
+    "find_run_files",
+    "push_to_hub",
+    "stage_repo_folder",
+]
+
+CARD_FILE = "README.md"
+ATTENTION_IMAGE = "attention_init.png"
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+RESULTS_FILE = "results.json"
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The files of a training run (contract of ``scripts/train.py``) that a Hub repo is built from."""
+
+    run_dir: Path
+    checkpoint_dir: Path  # run_dir/final: the save_checkpoint folder
+    results: Path
+    attention_image: Path | None
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What was (or, for a dry run, would be) uploaded."""
+
+    repo_id: str
+    files: dict[str, int]  # path in repo -> size in bytes
+    card: str
+    commit_message: str
+    commit_url: str | None  # None for a dry run
+
+
+def find_run_files(run_dir: str | os.PathLike) -> RunFiles:
+    """Locate the checkpoint, ``results.json`` and optional picture of a run; say exactly what is missing."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run folder {run_dir} does not exist")
+    checkpoint_dir = run_dir / "final"
+    results = next((p for p in (run_dir / RESULTS_FILE, checkpoint_dir / RESULTS_FILE) if p.is_file()), None)
+    missing = []
+    if results is None:
+        missing.append(f"no {RESULTS_FILE} ({run_dir / RESULTS_FILE} or {checkpoint_dir / RESULTS_FILE})")
+    for name, what in ((WEIGHTS_FILE, "no weights"), (CONFIG_FILE, "no model config")):
+        if not (checkpoint_dir / name).is_file():
+            missing.append(f"{what} ({checkpoint_dir / name})")
+    if missing:
+        raise FileNotFoundError(
+            f"run folder {run_dir} cannot be published: {'; '.join(missing)}. Publish a finished run of "
+            "scripts/train.py (its final/ checkpoint and results.json)."
+        )
+    image = run_dir / ATTENTION_IMAGE
+    return RunFiles(run_dir, checkpoint_dir, results, image if image.is_file() else None)
+
+
+def _commit_message(run: RunFiles, results: dict) -> str:
+    return f"Upload run {run.run_dir.name}: {results['model']}, top-1 {results['top1']:.2f}% on {results['split']}"
+
+
+def stage_repo_folder(
+    run_dir: str | os.PathLike,
+    repo_id: str,
+    out_dir: str | os.PathLike,
+    *,
+    dataset_id: str | None = None,
+    license: str = "apache-2.0",
+) -> Path:
+    """Write the exact folder that :func:`push_to_hub` uploads for ``run_dir`` into ``out_dir`` (must not exist).
+
+    The folder is assembled next to ``out_dir`` and renamed into place once complete.
+    """
+    run = find_run_files(run_dir)
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        raise FileExistsError(f"{out_dir} already exists; stage into a new folder")
+    results = read_results(run.results)
+    checkpoint_config = json.loads((run.checkpoint_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    card = build_model_card(
+        results,
+        checkpoint_config,
+        repo_id,
+        num_params=count_parameters(run.checkpoint_dir / WEIGHTS_FILE),
+        dataset_id=dataset_id,
+        license=license,
+        attention_image=ATTENTION_IMAGE if run.attention_image else None,
+    )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        shutil.copytree(run.checkpoint_dir, partial, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(run.results, partial / RESULTS_FILE)
+        if run.attention_image:
+            shutil.copy2(run.attention_image, partial / ATTENTION_IMAGE)
+        card.save(partial / CARD_FILE)
+        partial.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _refuse_secrets(folder: Path, tokens: set[str | None]) -> None:
+    """Refuse to publish a folder in which a Hub token appears (e.g. in a recorded training option)."""
+    needles = [token.encode() for token in tokens if token]
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and any(needle in path.read_bytes() for needle in needles):
+            raise ValueError(
+                f"{path.relative_to(folder)} contains your Hub access token; it is not uploaded. Remove the token "
+                "from the run's files (e.g. the recorded training options) and retry."
+            )
+
+
+def _list_files(folder: Path) -> dict[str, int]:
+    return {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def push_to_hub(
+    run_dir: str | os.PathLike,
+    repo_id: str,
+    *,
+    private: bool = False,
+    revision: str | None = None,
+    dry_run: bool = False,
+    dataset_id: str | None = None,
+    license: str = "apache-2.0",
+    endpoint: str | None = None,
+) -> PushResult:
+    """Publish a trained run as the Hub model ``repo_id`` (created if needed) in one commit.
+
+    Args:
+        run_dir: the training run's output folder (``final/`` checkpoint and ``results.json``).
+        repo_id: ``namespace/name`` of the model repo.
+        private: create the repo private (otherwise the namespace's default; an existing repo keeps its visibility).
+        revision: branch to commit to (created from ``main`` if missing); ``None`` commits to ``main``.
+        dry_run: stage the folder and report files and card without any network call.
+        dataset_id: Hub id of the training dataset when the run read a local copy.
+        license: license id declared in the card.
+        endpoint: Hub URL; ``None`` uses ``HF_ENDPOINT`` (huggingface_hub's default).
+    """
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise ValueError(f"repo_id must be 'namespace/name', got {repo_id!r}")
+    run = find_run_files(run_dir)
+    commit_message = _commit_message(run, read_results(run.results))
+    with tempfile.TemporaryDirectory(prefix="structinit-push-") as tmp:
+        folder = stage_repo_folder(run_dir, repo_id, Path(tmp) / "repo", dataset_id=dataset_id, license=license)
+        # a dry run reads the token from the environment only: get_token() may refresh a saved login online
+        tokens = {os.environ.get("HF_TOKEN"), os.environ.get("HUGGING_FACE_HUB_TOKEN")}
+        _refuse_secrets(folder, tokens if dry_run else tokens | {get_token()})
+        files = _list_files(folder)
+        card = (folder / CARD_FILE).read_text(encoding="utf-8")
+        if dry_run:
+            return PushResult(repo_id, files, card, commit_message, None)
+        if hf_constants.is_offline_mode():
+            raise RuntimeError("HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it, or use a dry run")
+        api = HfApi(endpoint=endpoint)
+        try:
+            api.create_repo(repo_id, private=True if private else None, exist_ok=True)
+            if revision is not None and revision != hf_constants.DEFAULT_REVISION:
+                api.create_branch(repo_id, branch=revision, exist_ok=True)
+            commit = api.upload_folder(
+                repo_id=repo_id,
+                folder_path=folder,
+                revision=revision,
+                commit_message=commit_message,
+                commit_description=f"Run folder: {run.run_dir.name}. Files: {', '.join(files)}.",
+            )
+        except HfHubHTTPError as err:
+            status = err.response.status_code if err.response is not None else "no response"
+            hint = " Check HF_TOKEN (a write token for this namespace)." if status in (401, 403) else ""
+            raise RuntimeError(
+                f"uploading {run.run_dir} to {api.endpoint}/{repo_id} failed (HTTP {status}) before the commit "
+                f"completed; the run folder is unchanged, rerun the same command to retry.{hint}\n{err}"
+            ) from err
+    return PushResult(repo_id, files, card, commit_message, commit.commit_url)

@@ -1,0 +1,158 @@
+"""Model cards: rendered offline from the run, parsed back with ModelCard.load, checked against results.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from huggingface_hub import ModelCard
+from PIL import Image
+
+from structinit_hf.cards import CARD_TAGS, TEMPLATE_DIR, build_model_card, model_family, read_results
+from structinit_hf.export import save_checkpoint
+from structinit_hf.hub import CARD_FILE, stage_repo_folder
+
+CIFAR10_LABELS = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+REPO_ID = "my-org/vit_tiny_impulse3.cifar10"
+TINY = dict(depth=1, img_size=16, patch_size=4)
+
+
+def write_run(run_dir: Path, *, attention_image: bool = True, **overrides) -> tuple[Path, torch.nn.Module]:
+    """A finished training run as scripts/train.py leaves it (contract item 2), for a tiny model."""
+    torch.manual_seed(0)
+    model = timm.create_model("vit_tiny_impulse3", seed=3, **TINY).eval()
+    save_checkpoint(model, run_dir / "final", label_names=CIFAR10_LABELS)
+    results = {
+        "model": "vit_tiny_impulse3",
+        "model_kwargs": dict(TINY, seed=3),
+        "init": {"attention_init": "impulse", "kernel_size": 3, "seed": 3, "pseudo_input": "sincos", "solver": "svd"},
+        "dataset": "uoft-cs/cifar10",
+        "dataset_config": None,
+        "split": "test",
+        "num_classes": 10,
+        "label_names": CIFAR10_LABELS,
+        "top1": 43.17,
+        "top5": 89.86,
+        "epochs": 3,
+        "images_seen": 13980,
+        "wall_time_s": 4321.5,
+        "args": {"model": "vit_tiny_impulse3", "lr": 0.001, "batch_size": 128, "warmup_epochs": 1, "seed": 3},
+        "versions": {"python": "3.11.7", "torch": torch.__version__, "timm": timm.__version__},
+        **overrides,
+    }
+    for path in (run_dir / "results.json", run_dir / "final" / "results.json"):
+        path.write_text(json.dumps(results, indent=2))
+    if attention_image:
+        Image.new("RGB", (24, 8), (200, 30, 30)).save(run_dir / "attention_init.png")
+    return run_dir, model
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    return write_run(tmp_path_factory.mktemp("run"))[0]
+
+
+def test_card_metadata_and_numbers_match_results(run, tmp_path):
+    folder = stage_repo_folder(run, REPO_ID, tmp_path / "repo")
+    results = json.loads((run / "results.json").read_text())
+    card = ModelCard.load(folder / CARD_FILE)
+
+    data = card.data
+    assert data.library_name == "timm"
+    assert data.pipeline_tag == "image-classification"
+    assert data.license == "apache-2.0"
+    assert set(CARD_TAGS) <= set(data.tags)
+    assert data.datasets == ["uoft-cs/cifar10"]
+    assert data.model_name == "vit_tiny_impulse3.cifar10"
+    by_metric = {result.metric_type: result for result in data.eval_results}
+    assert set(by_metric) == {"accuracy", "top_5_accuracy"}
+    assert by_metric["accuracy"].metric_value == results["top1"]
+    assert by_metric["top_5_accuracy"].metric_value == results["top5"]
+    for result in data.eval_results:
+        assert (result.dataset_type, result.dataset_split, result.task_type) == (
+            "uoft-cs/cifar10", "test", "image-classification"
+        )
+
+    body = card.text
+    assert "| uoft-cs/cifar10 | test | 43.17 | 89.86 |" in body
+    assert "random 3x3 impulse filter" in body
+    for setting in ("| kernel_size | `3` |", "| seed | `3` |", "| pseudo_input | `sincos` |", "| solver | `svd` |"):
+        assert setting in body
+    for name, value in results["args"].items():  # the whole recipe is in the card
+        assert f"| `{name}` | `{value}` |" in body
+    assert "3 epochs" in body and "13,980 images seen" in body and "1.2 h wall time" in body
+    assert f'timm.create_model("hf-hub:{REPO_ID}", pretrained=True)' in body
+    assert f'AutoModelForImageClassification.from_pretrained("{REPO_ID}", trust_remote_code=True)' in body
+    assert f'pipeline("image-classification", model="{REPO_ID}", trust_remote_code=True)' in body
+    assert "![Initial attention maps](attention_init.png)" in body and (folder / "attention_init.png").is_file()
+    for arxiv_id in ("2404.01139", "2305.09828", "2103.10697"):
+        assert arxiv_id in body
+    assert body.count("@inproceedings{") == 2 and body.count("@article{") == 1
+    params = sum(p.numel() for p in timm.create_model("vit_tiny_impulse3", **TINY).parameters())
+    assert f"**Params (M):** {params / 1e6:.2f}" in body
+    assert "**Image size:** 16 x 16 px" in body
+
+
+def test_card_without_attention_image_has_no_picture(tmp_path):
+    run, _ = write_run(tmp_path / "run", attention_image=False)
+    folder = stage_repo_folder(run, REPO_ID, tmp_path / "repo")
+    assert "![" not in (folder / CARD_FILE).read_text()
+    assert not (folder / "attention_init.png").exists()
+
+
+def test_local_dataset_needs_its_hub_id(run, tmp_path, cifar10_small):
+    results = read_results(run / "results.json")
+    results["dataset"] = results["args"]["dataset"] = str(cifar10_small)
+    config = json.loads((run / "final" / "config.json").read_text())
+    with pytest.raises(ValueError, match="--dataset-id"):
+        build_model_card(results, config, REPO_ID, num_params=1)
+    card = build_model_card(results, config, REPO_ID, num_params=1, dataset_id="uoft-cs/cifar10")
+    assert card.data.datasets == ["uoft-cs/cifar10"]
+    assert "read from a local copy" in card.text
+    assert str(cifar10_small) not in str(card)  # a local path is not published, only its last part
+    assert f"| `dataset` | `.../{cifar10_small.name}` |" in card.text
+    with pytest.raises(ValueError, match="not a Hub dataset id"):
+        build_model_card(results, config, REPO_ID, num_params=1, dataset_id="../data")
+
+
+def test_credentials_in_the_recorded_options_are_redacted(run):
+    results = read_results(run / "results.json")
+    results["args"] = {**results["args"], "hub_token": "hf_abcdefSECRET"}
+    config = json.loads((run / "final" / "config.json").read_text())
+    card = build_model_card(results, config, REPO_ID, num_params=1)
+    assert "hf_abcdefSECRET" not in str(card)
+    assert "| `hub_token` | `<redacted>` |" in card.text
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("top1", None, "lacks the field"), ("top5", "89", "wrong type"), ("top1", 143.0, r"percentage in \[0, 100\]")],
+)
+def test_read_results_names_the_bad_field(run, tmp_path, field, value, message):
+    results = json.loads((run / "results.json").read_text())
+    if value is None:
+        del results[field]
+    else:
+        results[field] = value
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    with pytest.raises(ValueError, match=message) as info:
+        read_results(path)
+    assert field in str(info.value)
+
+
+def test_each_model_family_has_its_template(run):
+    assert model_family("vit_tiny_impulse3.cifar10") == "vit"
+    assert model_family("convit_tiny_patch2_32") == "convit"
+    with pytest.raises(ValueError, match="resnet50"):
+        model_family("resnet50")
+    results = read_results(run / "results.json")
+    results.update(model="convit_tiny_patch2_32", init={})
+    config = {"architecture": "convit_tiny", "model_args": {}, "pretrained_cfg": {"input_size": [3, 32, 32]}}
+    card = build_model_card(results, config, "my-org/convit_tiny_patch2_32.cifar10", num_params=10**6)
+    assert "timm's ConViT" in card.text and "gated positional self-attention" in card.text
+    assert "stock timm loads it" not in card.text  # only said of the plain-ViT family
+    assert {p.name for p in TEMPLATE_DIR.glob("*.md.j2")} >= {"vit.md.j2", "convit.md.j2", "_citation.md.j2"}
