@@ -1,0 +1,19 @@
+"""The small-data benchmark (the paper's Table 2 on data at hand): every init, one recipe, several seeds.
+
+    python scripts/benchmark_small_data.py --profile cpu          # ~90 min on 2 CPU cores; rerun to resume
+    python scripts/benchmark_small_data.py --profile paper --dataset cifar100   # GPUs: the paper's setting
+
+Writes results.md, results.json and curves.png (default: benchmarks/small_data); run folders go to runs/.
+"""
+
+import shlex
+import sys
+
+from structinit_hf.small_data import benchmark_parser, main
+
+if __name__ == "__main__":
+    command = shlex.join(["python", "scripts/benchmark_small_data.py", *sys.argv[1:]])
+    try:
+        main(benchmark_parser().parse_args(), command)
+    except (RuntimeError, ValueError) as error:
+        sys.exit(f"error: {error}")

@@ -1,0 +1,230 @@
+"""The small-data benchmark: arms, profiles, resuming, aggregation, the table and the curves (tiny runs only)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from timm.models.convit import GPSA, ConVit
+
+from structinit_hf import small_data
+from structinit_hf.hub import push_to_hub
+from structinit_hf.plots import nonlocality
+from structinit_hf.small_data import (
+    ARMS,
+    PROFILES,
+    BenchmarkDataset,
+    aggregate_runs,
+    arm_model_kwargs,
+    render_results_markdown,
+    run_benchmark,
+    select_arms,
+    train_argv,
+    write_outputs,
+)
+
+TINY_ARCHITECTURE = {"img_size": 16, "patch_size": 4, "depth": 1}
+TINY_RECIPE = {
+    "epochs": 1,
+    "batch_size": 8,
+    "warmup_epochs": 0,
+    "max_train_samples": 48,
+    "max_eval_samples": 24,
+    "aa": "none",
+}
+
+
+def tiny_profile(data: Path | str = "data", seeds: tuple[int, ...] = (0,)) -> small_data.Profile:
+    return replace(
+        PROFILES["cpu"],
+        datasets={"c10": BenchmarkDataset(str(data), None, "cifar10", "uoft-cs/cifar10")},
+        architecture=TINY_ARCHITECTURE,
+        recipe=TINY_RECIPE,
+        seeds=seeds,
+        table_epochs=(1,),
+        jobs=2,
+    )
+
+
+def test_the_six_arms_are_registered_models() -> None:
+    assert list(ARMS) == ["default", "kaiming", "mimetic", "impulse3", "impulse5", "convit"]
+    assert all(timm.is_model(arm.model) for arm in ARMS.values())
+    assert [arm.name for arm in select_arms(["impulse3", "default"])] == ["impulse3", "default"]
+    with pytest.raises(ValueError, match="impulse7"):
+        select_arms(["impulse7"])
+    with pytest.raises(ValueError, match="repeat"):
+        select_arms(["default", "default"])
+
+
+def test_arms_build_the_inits_they_name() -> None:
+    """Same architecture, different start: trunc normal, Kaiming uniform, local impulse attention, ConViT's GPSA."""
+    profile = replace(tiny_profile(), architecture={**TINY_ARCHITECTURE, "patch_size": 2})  # 8x8: room for 5x5
+    models = {name: timm.create_model(arm.model, **arm_model_kwargs(arm, profile)) for name, arm in ARMS.items()}
+    for name, model in models.items():
+        assert model.patch_embed.grid_size == (8, 8), name
+        assert len(model.blocks) == 1, name
+
+    default_qkv = models["default"].blocks[0].attn.qkv
+    assert default_qkv.weight.std().item() == pytest.approx(0.02, rel=0.15)
+    assert default_qkv.bias.abs().max().item() == 0.0
+    kaiming_qkv = models["kaiming"].blocks[0].attn.qkv  # PyTorch's nn.Linear default: U(+-1/sqrt(fan_in))
+    bound = 1 / math.sqrt(kaiming_qkv.in_features)
+    assert kaiming_qkv.weight.abs().max().item() <= bound
+    assert kaiming_qkv.weight.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.1)
+    assert kaiming_qkv.bias.abs().max().item() > 0.5 * bound
+
+    images = torch.randn(4, 3, 16, 16)
+    distance = {name: nonlocality(models[name], images)[0] for name in ("default", "impulse3", "impulse5")}
+    assert distance["impulse3"] < distance["impulse5"] < distance["default"]  # local filters, 3x3 the tighter
+
+    assert isinstance(models["convit"], ConVit) and isinstance(models["convit"].blocks[0].attn, GPSA)
+    deeper = replace(profile, architecture={**TINY_ARCHITECTURE, "depth": 6})
+    assert arm_model_kwargs(ARMS["convit"], deeper)["local_up_to_layer"] == 5  # 10 of 12 GPSA blocks, scaled
+
+
+def test_runs_of_one_seed_differ_only_in_the_model() -> None:
+    profile = PROFILES["cpu"]
+    spec = profile.datasets["cifar10-small"]
+    argvs = {name: train_argv(profile, arm, 1, spec, Path("runs") / name) for name, arm in ARMS.items()}
+
+    def shared(argv: list[str]) -> list[str]:
+        kwargs_end = argv.index("--dataset")
+        return argv[kwargs_end:-2]  # without --model/--model-kwargs and --output-dir
+
+    assert len({tuple(shared(argv)) for argv in argvs.values()}) == 1
+    first = argvs["default"]
+    assert first[first.index("--seed") + 1] == "1"
+    assert first[first.index("--dataset") + 1] == "../shared/data/cifar10-small"
+    assert "weight_init=reset" in argvs["kaiming"] and "weight_init=reset" not in argvs["default"]
+    assert {"patch_size=4", "depth=6", "img_size=32"} <= set(first)
+
+    paper = PROFILES["paper"]
+    assert set(paper.datasets) == {"cifar10", "cifar100", "svhn"}
+    paper_argv = train_argv(paper, ARMS["impulse3"], 0, paper.datasets["svhn"], Path("run"))
+    assert {"patch_size=2", "depth=12", "cropped_digits"} <= set(paper_argv)
+    assert paper_argv[paper_argv.index("--epochs") + 1] == "200"
+
+
+def test_tiny_benchmark_trains_resumes_and_reports(cifar10_small, tmp_path, monkeypatch) -> None:
+    """Two arms, one epoch, two runs at a time: results.json/md and curves.png, a publishable best run, resuming."""
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    profile = tiny_profile(cifar10_small)
+    record = run_benchmark(profile, arms=["default", "impulse3"], runs_dir=runs, out_dir=out, command="python x.py")
+
+    saved = json.loads((out / "results.json").read_text())
+    assert saved == json.loads(json.dumps(record))
+    for name in ("default", "impulse3"):
+        run = json.loads((runs / f"{name}-seed0" / "results.json").read_text())
+        assert saved["arms"][name]["final_top1"] == [run["top1"]]
+        assert saved["arms"][name]["best_run"] == str(runs / f"{name}-seed0")
+        assert len(saved["arms"][name]["val_top1"][0]) == 1
+        assert not (runs / f"{name}-seed0" / "checkpoints").exists()  # pruned once the run finished
+    assert saved["arms"]["impulse3"]["model"] == "vit_tiny_impulse3"
+    assert saved["arms"]["default"]["init"] == {"attention_init": "default"}
+    table = (out / "results.md").read_text()
+    assert "| `impulse3` | impulse 3x3 |" in table and "91.62" in table and "python x.py" in table
+    assert (out / "curves.png").read_bytes().startswith(b"\x89PNG")
+    assert saved["wall_clock_s"] > 0
+
+    pushed = push_to_hub(saved["arms"]["impulse3"]["best_run"], "me/tiny", dry_run=True, dataset_id="uoft-cs/cifar10")
+    assert "model.safetensors" in pushed.files and pushed.commit_url is None
+    assert "attention_init.png" in pushed.files  # drawn for each arm's best run, shown by the model card
+
+    def must_not_train(*args, **kwargs):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(small_data, "_train_one", must_not_train)
+    again = run_benchmark(profile, arms=["default", "impulse3"], runs_dir=runs, out_dir=out, command="python x.py")
+    assert again["arms"] == record["arms"]
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch) -> None:
+    calls = []
+
+    class Finished:
+        returncode = 0
+
+    def fake_run(command, **kwargs):
+        calls.append(command)
+        return Finished()
+
+    monkeypatch.setattr(small_data.subprocess, "run", fake_run)
+    fresh, cut = tmp_path / "fresh", tmp_path / "cut"
+    (fresh / "checkpoints" / ".epoch_0001.tmp").mkdir(parents=True)  # killed while writing its first checkpoint
+    (fresh / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (cut / "checkpoints" / "epoch_0003").mkdir(parents=True)
+    (cut / "checkpoints" / "epoch_0003" / "trainer_state.json").write_text("{}")
+    (cut / "metrics.jsonl").write_text('{"epoch": 3}\n')
+    small_data._train_one(["--seed", "0"], fresh, threads=1)
+    small_data._train_one(["--seed", "0"], cut, threads=1)
+    assert calls[0][-2:] == ["--seed", "0"]
+    assert not (fresh / "metrics.jsonl").exists() and not (fresh / "checkpoints").exists()
+    assert calls[1][-2:] == ["--resume", "latest"]
+    assert (cut / "metrics.jsonl").exists()  # train.py trims it to the checkpoint's epoch itself
+    assert "$ python scripts/train.py --seed 0 --resume latest" in (cut / "train.log").read_text()
+
+
+def test_failed_runs_are_reported_with_their_logs(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(small_data, "_train_one", lambda argv, run_dir, threads: (1, 0.5))
+    with pytest.raises(RuntimeError, match=r"2 run\(s\) failed: default seed 0 .*default-seed0/train.log"):
+        run_benchmark(tiny_profile(), arms=["default"], seeds=[0, 1], runs_dir=tmp_path, out_dir=tmp_path / "out")
+    with pytest.raises(ValueError, match="no dataset 'svhn'"):
+        run_benchmark(tiny_profile(), dataset="svhn", runs_dir=tmp_path, out_dir=tmp_path / "out")
+
+
+def fake_run(folder: Path, model: str, seed: int, curve: list[float], top1: float) -> Path:
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"epoch": e + 1, "val_top1": value}) for e, value in enumerate(curve)]
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    record = {
+        "model": model,
+        "model_kwargs": {"depth": 1},
+        "init": {},
+        "split": "test",
+        "num_samples": 932,
+        "top1": top1,
+        "top5": 90.0,
+        "wall_time_s": 60.0,
+        "args": {"seed": seed, "epochs": len(curve), "model": model, "output_dir": str(folder)},
+        "versions": {"torch": "x"},
+    }
+    (folder / "results.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_aggregation_table_and_curves_from_runs(tmp_path) -> None:
+    finals = {"default": (40.0, 42.0), "mimetic": (45.0, 47.0), "impulse3": (46.0, 47.0)}
+    arm_runs = {
+        name: [
+            fake_run(tmp_path / f"{name}-{seed}", ARMS[name].model, seed, [20.0 + seed, 30.0 - seed, top1], top1)
+            for seed, top1 in enumerate(values)
+        ]
+        for name, values in finals.items()
+    }
+    record = aggregate_runs(arm_runs, profile=tiny_profile(), dataset_key="c10", command="cmd", wall_clock_s=120.0)
+    assert record["arms"]["default"]["final_top1"] == [40.0, 42.0]
+    assert record["arms"]["impulse3"]["val_top1"] == [[20.0, 30.0, 46.0], [21.0, 29.0, 47.0]]
+    assert record["arms"]["impulse3"]["best_run"] == str(tmp_path / "impulse3-1")  # higher last validation
+    assert record["run_time_s"] == 360.0 and record["paper_table2"]["mimetic"] == 91.16
+
+    table = render_results_markdown(replace_epochs(record, [2, 5]))
+    row = next(line for line in table.splitlines() if line.startswith("| `impulse3`"))
+    assert "29.50 ± 0.71" in row and "**46.50 ± 0.71**" in row and "46.00, 47.00" in row and "| – |" in row
+    assert "Impulse 3x3 minus timm default: **+5.50**" in table and "minus mimetic: **+0.50**" in table
+    assert "Target met" in table and "--dataset-id uoft-cs/cifar10" in table
+
+    write_outputs(record, tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["curves.png", "results.json", "results.md"]
+
+    (arm_runs["default"][1] / "results.json").unlink()
+    with pytest.raises(ValueError, match="default-1"):
+        aggregate_runs(arm_runs, profile=tiny_profile(), dataset_key="c10")
+
+
+def replace_epochs(record: dict, epochs: list[int]) -> dict:
+    return {**record, "table_epochs": epochs}
