@@ -7,7 +7,7 @@ loads in stock timm; the init runs once, at construction, and never when weights
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import torch
@@ -47,7 +47,7 @@ def _to_pair(value: int | tuple[int, int] | list[int]) -> tuple[int, int]:
 
 def _check_geometry(kwargs: dict[str, Any]) -> None:
     img_size, patch_size = _to_pair(kwargs.get("img_size", 224)), _to_pair(kwargs.get("patch_size", 16))
-    if any(i % p for i, p in zip(img_size, patch_size)):
+    if any(i % p for i, p in zip(img_size, patch_size, strict=True)):
         raise ValueError(f"img_size {img_size} is not divisible by patch_size {patch_size}")
     dim, heads = kwargs.get("embed_dim", 768), kwargs.get("num_heads", 12)
     if dim % heads:
@@ -68,6 +68,15 @@ def _init_options(attention_init: str, kwargs: dict[str, Any]) -> dict[str, Any]
     return options
 
 
+def init_settings(attention_init: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The full settings (defaults filled in) of an attention init, as recorded on a freshly built model."""
+    if attention_init == "impulse":
+        return {"attention_init": attention_init, **asdict(ImpulseOptions(**options))}
+    if attention_init == "mimetic":
+        return {"attention_init": attention_init, "seed": options.get("seed", 0)}
+    return {"attention_init": attention_init}
+
+
 def _has_weights(cfg: dict[str, Any]) -> bool:
     return any(cfg.get(key) for key in ("file", "url", "hf_hub_id", "state_dict"))
 
@@ -85,7 +94,8 @@ def create_structinit_vit(
     parameter, so stock timm still loads the checkpoint); ``"learn"`` and ``"none"`` are timm's.
     Impulse options (``kernel_size``, ``seed``, ``pseudo_input``, ``sharpness``, ``solver``,
     ``per_layer``, ``suppress_content``) go to :func:`~structinit_hf.init.apply_structured_init`.
-    With ``pretrained=True`` the weights are loaded and no solver runs.
+    With ``pretrained=True`` the weights are loaded and no solver runs; otherwise the model's
+    ``structinit_settings`` record the init it got (see :func:`init_settings`).
     """
     if attention_init not in INIT_METHODS:
         raise ValueError(f"unknown attention_init {attention_init!r}; expected one of {', '.join(INIT_METHODS)}")
@@ -96,7 +106,9 @@ def create_structinit_vit(
         ImpulseOptions(**options)  # fail on bad options before building anything
     _check_geometry(kwargs)
     if pretrained:
-        cfg = resolve_pretrained_cfg(variant, kwargs.get("pretrained_cfg"), kwargs.get("pretrained_cfg_overlay")).to_dict()
+        cfg = resolve_pretrained_cfg(
+            variant, kwargs.get("pretrained_cfg"), kwargs.get("pretrained_cfg_overlay")
+        ).to_dict()
         if not _has_weights(cfg):
             raise ValueError(
                 f"{variant} has no published weights yet; pass pretrained=False, or a local file with "
@@ -120,6 +132,7 @@ def create_structinit_vit(
                 model.pos_embed.zero_()
                 model.pos_embed[:, prefix:] = sincos_2d(model.patch_embed.grid_size, model.embed_dim)
         apply_structured_init(model, attention_init, **options)
+        model.structinit_settings = init_settings(attention_init, options)
     model.pretrained_cfg = {
         **model.pretrained_cfg,
         "input_size": (model.patch_embed.proj.in_channels, *model.patch_embed.img_size),
@@ -130,7 +143,9 @@ def create_structinit_vit(
 
 def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> ConVit:
     _check_geometry({"embed_dim": kwargs.get("embed_dim", 48) * kwargs.get("num_heads", 4), **kwargs})
-    model = build_model_with_cfg(ConVit, variant, pretrained, feature_cfg=dict(out_indices=3, feature_cls="getter"), **kwargs)
+    model = build_model_with_cfg(
+        ConVit, variant, pretrained, feature_cfg=dict(out_indices=3, feature_cls="getter"), **kwargs
+    )
     img_size = _to_pair(model.patch_embed.img_size)
     model.pretrained_cfg = {**model.pretrained_cfg, "input_size": (3, *img_size), "num_classes": model.num_classes}
     return model
@@ -155,19 +170,23 @@ def _cfg(**kwargs: Any) -> dict[str, Any]:
     }
 
 
-_imagenet = dict(num_classes=1000, input_size=(3, 224, 224), crop_pct=0.9, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD)
+_imagenet = dict(
+    num_classes=1000, input_size=(3, 224, 224), crop_pct=0.9, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
+)
 
-default_cfgs = generate_default_cfgs({
-    "vit_tiny_patch2_32": _cfg(),
-    "vit_tiny_impulse3": _cfg(),
-    "vit_tiny_impulse5": _cfg(),
-    "vit_tiny_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
-    "vit_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
-    "convit_tiny_patch2_32": _cfg(paper_ids="arXiv:2103.10697"),
-    "vit_tiny_impulse3_patch16_224": _cfg(**_imagenet),
-    "vit_small_impulse3_patch16_224": _cfg(**_imagenet),
-    "vit_base_impulse3_patch16_224": _cfg(**_imagenet),
-})
+default_cfgs = generate_default_cfgs(
+    {
+        "vit_tiny_patch2_32": _cfg(),
+        "vit_tiny_impulse3": _cfg(),
+        "vit_tiny_impulse5": _cfg(),
+        "vit_tiny_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
+        "vit_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
+        "convit_tiny_patch2_32": _cfg(paper_ids="arXiv:2103.10697"),
+        "vit_tiny_impulse3_patch16_224": _cfg(**_imagenet),
+        "vit_small_impulse3_patch16_224": _cfg(**_imagenet),
+        "vit_base_impulse3_patch16_224": _cfg(**_imagenet),
+    }
+)
 
 # Published checkpoints (scripts/push_to_hub.py uploads them): "<model>.<tag>" -> Hub repo. Each becomes a pretrained
 # tag whose cfg is the model's own plus ``hf_hub_id``; the untagged cfg stays the default, so a bare name still builds
@@ -249,18 +268,42 @@ def convit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> ConVit:
 def vit_tiny_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Tiny/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
     model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg")
-    return _vit("vit_tiny_impulse3_patch16_224", pretrained, kwargs, attention_init="impulse", kernel_size=3, img_size=224, **model_args)
+    return _vit(
+        "vit_tiny_impulse3_patch16_224",
+        pretrained,
+        kwargs,
+        attention_init="impulse",
+        kernel_size=3,
+        img_size=224,
+        **model_args,
+    )
 
 
 @register_model
 def vit_small_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Small/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
     model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, class_token=False, global_pool="avg")
-    return _vit("vit_small_impulse3_patch16_224", pretrained, kwargs, attention_init="impulse", kernel_size=3, img_size=224, **model_args)
+    return _vit(
+        "vit_small_impulse3_patch16_224",
+        pretrained,
+        kwargs,
+        attention_init="impulse",
+        kernel_size=3,
+        img_size=224,
+        **model_args,
+    )
 
 
 @register_model
 def vit_base_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Base/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
     model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, class_token=False, global_pool="avg")
-    return _vit("vit_base_impulse3_patch16_224", pretrained, kwargs, attention_init="impulse", kernel_size=3, img_size=224, **model_args)
+    return _vit(
+        "vit_base_impulse3_patch16_224",
+        pretrained,
+        kwargs,
+        attention_init="impulse",
+        kernel_size=3,
+        img_size=224,
+        **model_args,
+    )

@@ -244,26 +244,42 @@ class FakeHub:
 
     def route(self, method: str, path: str, body: bytes) -> tuple:
         """Dispatch one request; the handler has already checked authentication."""
+
         def as_json() -> dict:
             return json.loads(body or b"{}")
 
         routes = [
             ("POST", r"/api/repos/create", lambda m: self._create_repo(as_json())),
-            ("GET", rf"/api/models/{_REPO}(?:/revision/(?P<rev>[^/]+))?",
-             lambda m: self._repo_info(m["repo"], unquote(m["rev"] or "main"))),
-            ("POST", rf"/api/models/{_REPO}/branch/(?P<branch>[^/]+)",
-             lambda m: self._create_branch(m["repo"], unquote(m["branch"]))),
+            (
+                "GET",
+                rf"/api/models/{_REPO}(?:/revision/(?P<rev>[^/]+))?",
+                lambda m: self._repo_info(m["repo"], unquote(m["rev"] or "main")),
+            ),
+            (
+                "POST",
+                rf"/api/models/{_REPO}/branch/(?P<branch>[^/]+)",
+                lambda m: self._create_branch(m["repo"], unquote(m["branch"])),
+            ),
             ("POST", r"/api/validate-yaml", lambda m: self._validate_yaml(as_json())),
             ("POST", rf"/api/models/{_REPO}/preupload/(?P<rev>[^/]+)", lambda m: self._preupload(m["repo"], as_json())),
-            ("POST", rf"/api/models/{_REPO}/commit/(?P<rev>[^/]+)",
-             lambda m: self._commit(m["repo"], unquote(m["rev"]), body)),
+            (
+                "POST",
+                rf"/api/models/{_REPO}/commit/(?P<rev>[^/]+)",
+                lambda m: self._commit(m["repo"], unquote(m["rev"]), body),
+            ),
             ("POST", rf"/{_REPO}\.git/info/lfs/objects/batch", lambda m: self._lfs_batch(m["repo"], as_json())),
             ("POST", rf"/{_REPO}\.git/info/lfs/objects/verify", lambda m: self._lfs_verify(as_json())),
             ("PUT", r"/lfs-upload/(?P<oid>[0-9a-f]{64})", lambda m: self._lfs_put(m["oid"], body)),
-            ("GET", rf"/{_REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)",
-             lambda m: self._resolve(m["repo"], unquote(m["rev"]), unquote(m["path"]), head=False)),
-            ("HEAD", rf"/{_REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)",
-             lambda m: self._resolve(m["repo"], unquote(m["rev"]), unquote(m["path"]), head=True)),
+            (
+                "GET",
+                rf"/{_REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)",
+                lambda m: self._resolve(m["repo"], unquote(m["rev"]), unquote(m["path"]), head=False),
+            ),
+            (
+                "HEAD",
+                rf"/{_REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)",
+                lambda m: self._resolve(m["repo"], unquote(m["rev"]), unquote(m["path"]), head=True),
+            ),
         ]
         for verb, pattern, handler in routes:
             match = re.fullmatch(pattern, path)

@@ -73,7 +73,9 @@ def test_card_metadata_and_numbers_match_results(run, tmp_path):
     assert by_metric["top_5_accuracy"].metric_value == results["top5"]
     for result in data.eval_results:
         assert (result.dataset_type, result.dataset_split, result.task_type) == (
-            "uoft-cs/cifar10", "test", "image-classification"
+            "uoft-cs/cifar10",
+            "test",
+            "image-classification",
         )
 
     body = card.text

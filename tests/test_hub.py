@@ -64,8 +64,11 @@ def no_xet(monkeypatch):
 
 
 def _tree(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*")
-            if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
 
 
 def _assert_loads_both_ways(folder: Path, images: torch.Tensor, logits: torch.Tensor) -> None:
@@ -106,8 +109,14 @@ def test_push_uploads_the_staged_folder_through_lfs(trained, online, no_xet, tmp
     assert result.commit_url == f"{hub.url}/{REPO_ID}/commit/{hub.commits[0].oid}"
     # exactly the staged folder arrived, byte for byte, the card included
     assert _tree(snapshot) == _tree(staged)
-    assert set(files) == {"README.md", "config.json", "model.safetensors", "results.json", "attention_init.png",
-                          *(p.name for p in (run_dir / "final").iterdir() if p.is_file())}
+    assert set(files) == {
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "results.json",
+        "attention_init.png",
+        *(p.name for p in (run_dir / "final").iterdir() if p.is_file()),
+    }
     assert files["model.safetensors"] == (run_dir / "final" / "model.safetensors").read_bytes()
     card = ModelCard(files["README.md"].decode())
     assert card.data.eval_results[0].metric_value == 43.17
@@ -205,8 +214,14 @@ def test_token_never_written_or_logged(trained, tmp_path, monkeypatch, capsys, c
     assert _script_main()(["--run-dir", str(run_dir), "--repo-id", REPO_ID, "--dry-run"]) == 0
     dry = capsys.readouterr()
     assert "README.md" in dry.out and "model-index" in dry.out
-    env = {**os.environ, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0", "HF_HUB_DISABLE_XET": "1",
-           "HF_HUB_VERBOSITY": "debug", "HF_HOME": str(tmp_path / "hf_home")}
+    env = {
+        **os.environ,
+        "HF_TOKEN": TOKEN,
+        "HF_HUB_OFFLINE": "0",
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_VERBOSITY": "debug",
+        "HF_HOME": str(tmp_path / "hf_home"),
+    }
     command = [sys.executable, str(ROOT / "scripts" / "push_to_hub.py"), "--run-dir", str(run_dir)]
     with FakeHub(token=TOKEN) as hub:
         env["HF_ENDPOINT"] = hub.url
@@ -263,8 +278,14 @@ print("loaded", by_tag.pretrained_cfg["hf_hub_id"])
 """
     with FakeHub(token=TOKEN) as hub:
         push_to_hub(run_dir, PUBLISHED_REPO, endpoint=hub.url)
-        env = {**os.environ, "HF_TOKEN": TOKEN, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.url,
-               "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_DISABLE_XET": "1"}
+        env = {
+            **os.environ,
+            "HF_TOKEN": TOKEN,
+            "HF_HUB_OFFLINE": "0",
+            "HF_ENDPOINT": hub.url,
+            "HF_HOME": str(tmp_path / "hf_home"),
+            "HF_HUB_DISABLE_XET": "1",
+        }
         done = subprocess.run([sys.executable, "-c", user], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"loaded {PUBLISHED_REPO}" in done.stdout

@@ -124,3 +124,20 @@ def test_mimetic_and_control_reject_impulse_options() -> None:
         timm.create_model("vit_tiny_mimetic", kernel_size=5, **TINY)
     with pytest.raises(ValueError, match=r"\['seed'\] are impulse options"):
         timm.create_model("vit_tiny_patch2_32", seed=1, **TINY)
+
+
+def test_fresh_models_record_their_init_settings() -> None:
+    impulse_model = timm.create_model("vit_tiny_impulse5", **TINY, seed=4, sharpness=0.6)
+    assert impulse_model.structinit_settings == {
+        "attention_init": "impulse",
+        "kernel_size": 5,
+        "seed": 4,
+        "pseudo_input": "sincos",
+        "sharpness": 0.6,
+        "solver": "svd",
+        "per_layer": False,
+        "suppress_content": True,
+        "patch_embed_scale": 0.5,
+    }
+    assert timm.create_model("vit_mimetic", **TINY).structinit_settings == {"attention_init": "mimetic", "seed": 0}
+    assert timm.create_model("vit_tiny_patch2_32", **TINY).structinit_settings == {"attention_init": "default"}

@@ -1,0 +1,10 @@
+"""Score a classifier (timm name, local checkpoint folder, hf-hub:<repo> or transformers id) on one split.
+
+python scripts/evaluate.py --model runs/c10/final --dataset uoft-cs/cifar10 --split test
+accelerate launch scripts/evaluate.py --model runs/c10/final --dataset ../shared/data/cifar10-small
+"""
+
+from structinit_hf.evaluation import evaluation_parser, run_evaluation
+
+if __name__ == "__main__":
+    run_evaluation(evaluation_parser().parse_args())

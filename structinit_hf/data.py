@@ -1,0 +1,326 @@
+"""Image-classification datasets for training and evaluation: any ``datasets`` source, timm transforms.
+
+A dataset is a Hub id (``uoft-cs/cifar10``), a local folder that :func:`datasets.load_dataset` reads
+(parquet, arrow, imagefolder) or a :meth:`~datasets.Dataset.save_to_disk` folder.  The image and label
+columns are found by name or feature type, class names come from the ``ClassLabel`` feature, and a
+dataset without a validation split gets a stratified one carved from its training split.  Images go
+through timm's ``create_transform`` with the model's own data config.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import datasets
+import numpy as np
+import torch
+from huggingface_hub import constants as hub_constants
+from PIL import Image
+from timm.data import create_transform
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+__all__ = [
+    "IMAGE_COLUMNS",
+    "LABEL_COLUMNS",
+    "VALIDATION_SPLITS",
+    "EpochShuffleSampler",
+    "ImageClassificationData",
+    "TransformedImages",
+    "build_transform",
+    "ensure_hub_reachable",
+    "eval_dataloader",
+    "find_columns",
+    "load_image_classification",
+    "load_raw_dataset",
+    "stratified_split",
+    "train_dataloader",
+]
+
+IMAGE_COLUMNS = ("img", "image")
+LABEL_COLUMNS = ("label", "labels", "fine_label")
+VALIDATION_SPLITS = ("validation", "valid", "val")
+_SAVE_TO_DISK_FILES = ("dataset_dict.json", "state.json")
+
+
+def ensure_hub_reachable(name: str, what: str = "dataset") -> None:
+    """Fail at once, with a useful message, when ``name`` would need the Hugging Face Hub and it is out of reach.
+
+    Without this check a hub id on an offline machine costs minutes of HTTP retries before failing.
+    In offline mode (``HF_HUB_OFFLINE=1``) nothing is probed: the caller reads the local cache.
+    """
+    if hub_constants.HF_HUB_OFFLINE:
+        return
+    endpoint = urlparse(hub_constants.ENDPOINT)
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((endpoint.hostname, port), timeout=5).close()
+    except OSError as error:
+        raise ConnectionError(_offline_message(name, what, f"{endpoint.hostname} is unreachable: {error}")) from None
+
+
+def _offline_message(name: str, what: str, reason: str) -> str:
+    local = (
+        "a local folder (parquet, arrow, imagefolder or save_to_disk)"
+        if what == "dataset"
+        else "a local checkpoint folder"
+    )
+    return f"cannot load {what} {name!r} from the Hugging Face Hub ({reason}); pass {local} instead"
+
+
+def _is_save_to_disk_folder(path: Path) -> bool:
+    return any((path / name).is_file() for name in _SAVE_TO_DISK_FILES)
+
+
+def load_raw_dataset(dataset: str, config: str | None = None) -> datasets.DatasetDict:
+    """Load ``dataset`` (Hub id, local data folder or ``save_to_disk`` folder) as a ``DatasetDict``."""
+    path = Path(dataset).expanduser()
+    if path.is_dir():
+        if _is_save_to_disk_folder(path):
+            loaded = datasets.load_from_disk(str(path))
+        else:
+            loaded = datasets.load_dataset(str(path), name=config)
+    elif path.exists() or dataset.startswith((".", "/", "~")):
+        raise ValueError(f"dataset {dataset!r} is not a folder; pass a Hub id or a folder that datasets can load")
+    else:
+        ensure_hub_reachable(dataset)
+        try:
+            loaded = datasets.load_dataset(dataset, name=config)
+        except ConnectionError as error:  # offline mode and not in the local cache
+            raise ConnectionError(_offline_message(dataset, "dataset", str(error))) from None
+    if isinstance(loaded, datasets.Dataset):
+        loaded = datasets.DatasetDict({"train": loaded})
+    if not isinstance(loaded, datasets.DatasetDict):
+        raise TypeError(f"dataset {dataset!r} loaded as {type(loaded).__name__}; expected a map-style DatasetDict")
+    return loaded
+
+
+def _pick_column(
+    features: datasets.Features, names: Sequence[str], feature_type: type, what: str, flag: str, explicit: str | None
+) -> str:
+    if explicit is not None:
+        if explicit not in features:
+            raise ValueError(f"{what} column {explicit!r} not found; the dataset has columns {', '.join(features)}")
+        return explicit
+    for name in names:
+        if name in features:
+            return name
+    typed = [name for name, feature in features.items() if isinstance(feature, feature_type)]
+    if len(typed) == 1:
+        return typed[0]
+    raise ValueError(
+        f"cannot tell which column holds the {what}s (looked for {', '.join(names)} or a single "
+        f"{feature_type.__name__} feature) among {', '.join(features)}; set it with {flag}"
+    )
+
+
+def find_columns(
+    features: datasets.Features, image_column: str | None = None, label_column: str | None = None
+) -> tuple[str, str]:
+    """Return the ``(image, label)`` column names: the given ones, else ``img``/``image`` and
+    ``label``/``labels``/``fine_label``, else the one ``Image`` / ``ClassLabel`` feature."""
+    image = _pick_column(features, IMAGE_COLUMNS, datasets.Image, "image", "--image-column", image_column)
+    label = _pick_column(features, LABEL_COLUMNS, datasets.ClassLabel, "label", "--label-column", label_column)
+    return image, label
+
+
+def _label_names(split: datasets.Dataset, label_column: str) -> list[str]:
+    feature = split.features[label_column]
+    if isinstance(feature, datasets.ClassLabel):
+        return list(feature.names)
+    values = np.unique(np.asarray(split[label_column]))
+    if not np.issubdtype(values.dtype, np.integer) or values.min() < 0:
+        raise ValueError(
+            f"label column {label_column!r} holds {values.dtype} values {values[:5].tolist()}...; expected a "
+            "ClassLabel feature or integer class ids 0..K-1"
+        )
+    return [str(index) for index in range(int(values.max()) + 1)]
+
+
+def stratified_split(labels: Sequence[int], fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Split row indices into ``(keep, held_out)`` with ``fraction`` of every class held out.
+
+    Each class with at least two rows gives at least one held-out row; the split depends only on
+    ``labels``, ``fraction`` and ``seed``.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"the validation fraction must be in (0, 1), got {fraction}")
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    held_out = []
+    for label in np.unique(labels):
+        rows = np.flatnonzero(labels == label)
+        count = min(len(rows) - 1, max(1, round(fraction * len(rows))))
+        held_out.extend(rng.permutation(rows)[:count].tolist())
+    held_out_set = set(held_out)
+    return [i for i in range(len(labels)) if i not in held_out_set], sorted(held_out)
+
+
+@dataclass
+class ImageClassificationData:
+    """The splits of one image-classification dataset, cut and named for a training run.
+
+    ``train`` is the training split (minus any carved validation rows), ``validation`` the split
+    scored after every epoch, ``evaluation`` the split scored at the end (``evaluation_split`` names it).
+    """
+
+    train: datasets.Dataset | None
+    validation: datasets.Dataset | None
+    evaluation: datasets.Dataset
+    evaluation_split: str
+    validation_split: str
+    image_column: str
+    label_column: str
+    label_names: list[str]
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.label_names)
+
+
+def _split_named(raw: datasets.DatasetDict, name: str | None, what: str) -> datasets.Dataset:
+    if name not in raw:
+        raise ValueError(f"{what} split {name!r} not found; the dataset has splits {', '.join(raw)}")
+    return raw[name]
+
+
+def _first_rows(split: datasets.Dataset, limit: int | None) -> datasets.Dataset:
+    return split if limit is None or limit >= len(split) else split.select(range(limit))
+
+
+def load_image_classification(
+    dataset: str,
+    config: str | None = None,
+    *,
+    train_split: str | None = "train",
+    eval_split: str | None = None,
+    val_split: float = 0.1,
+    image_column: str | None = None,
+    label_column: str | None = None,
+    max_train_samples: int | None = None,
+    max_eval_samples: int | None = None,
+    seed: int = 0,
+) -> ImageClassificationData:
+    """Load ``dataset`` and arrange its splits for training (``train_split``) and scoring (``eval_split``).
+
+    The per-epoch validation split is the dataset's own (``validation``, ``valid`` or ``val``); without
+    one, ``val_split`` (a fraction) of the training rows is held out, stratified by class, and with
+    ``val_split=0`` the evaluation split is used.  ``eval_split`` defaults to ``test``, else the
+    validation split.  ``train_split=None`` loads only what evaluation needs.  ``max_train_samples``
+    keeps a seeded random subset of the training rows, ``max_eval_samples`` the first rows of the
+    validation and evaluation splits.
+    """
+    if not 0.0 <= val_split < 1.0:
+        raise ValueError(f"val_split must be a fraction in [0, 1), got {val_split}")
+    for name, limit in (("max_train_samples", max_train_samples), ("max_eval_samples", max_eval_samples)):
+        if limit is not None and limit < 1:
+            raise ValueError(f"{name} must be a positive int, got {limit}")
+    raw = load_raw_dataset(dataset, config)
+    first = raw[train_split] if train_split in raw else next(iter(raw.values()))
+    image, label = find_columns(first.features, image_column, label_column)
+    raw = datasets.DatasetDict({name: split.select_columns([image, label]) for name, split in raw.items()})
+
+    train = _split_named(raw, train_split, "train") if train_split is not None else None
+    validation_name = next((name for name in VALIDATION_SPLITS if name in raw), None)
+    validation = raw[validation_name] if validation_name else None
+    if validation is None and train is not None and val_split > 0:
+        keep, held_out = stratified_split(train[label], val_split, seed)
+        train, validation = train.select(keep), train.select(held_out)
+        validation_name = f"{train_split}[held-out {val_split:g}]"
+    if eval_split is None:
+        eval_split = "test" if "test" in raw else validation_name
+    if eval_split is None:
+        raise ValueError(
+            f"no split to evaluate on: the dataset has splits {', '.join(raw)}; pass --eval-split or --val-split"
+        )
+    evaluation = validation if eval_split == validation_name else _split_named(raw, eval_split, "evaluation")
+    if validation is None:
+        validation, validation_name = evaluation, eval_split
+
+    if train is not None and max_train_samples is not None and max_train_samples < len(train):
+        train = train.shuffle(seed=seed).select(range(max_train_samples))
+    return ImageClassificationData(
+        train=train,
+        validation=_first_rows(validation, max_eval_samples),
+        evaluation=_first_rows(evaluation, max_eval_samples),
+        evaluation_split=eval_split,
+        validation_split=validation_name,
+        image_column=image,
+        label_column=label,
+        label_names=_label_names(train if train is not None else evaluation, label),
+    )
+
+
+class TransformedImages(Dataset):
+    """A ``datasets`` split as ``(image tensor, label)`` pairs; grayscale, RGBA and palette images become RGB."""
+
+    def __init__(self, split: datasets.Dataset, image_column: str, label_column: str, transform: Callable) -> None:
+        self.split, self.image_column, self.label_column, self.transform = split, image_column, label_column, transform
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        row = self.split[int(index)]
+        image = row[self.image_column]
+        if not isinstance(image, Image.Image):
+            raise TypeError(
+                f"column {self.image_column!r} holds {type(image).__name__}, not images; set --image-column"
+            )
+        if image.mode != "RGB":
+            image = image.convert("RGB")
+        return self.transform(image), int(row[self.label_column])
+
+
+def build_transform(data_config: dict[str, Any], is_training: bool, **augmentation: Any) -> Callable:
+    """timm's ``create_transform`` for the model's data config (input size, mean, std, crop, interpolation).
+
+    ``augmentation`` holds the training-only arguments (``auto_augment``, ``hflip``, ``scale``, ``ratio``,
+    ``re_prob``, ``color_jitter``); evaluation uses the deterministic resize-and-crop.
+    """
+    keys = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
+    config = {key: data_config[key] for key in keys if key in data_config}
+    return create_transform(**config, is_training=is_training, **(augmentation if is_training else {}))
+
+
+class EpochShuffleSampler(Sampler[int]):
+    """A shuffle that is a function of ``(seed, epoch)`` only, cut to whole global batches.
+
+    Every process draws the same order (accelerate shards the batches), and a resumed run replays the
+    order of the epoch it resumes at.  Call :meth:`set_epoch` before each epoch (accelerate's
+    ``DataLoaderShard.set_epoch`` forwards to it).
+    """
+
+    def __init__(self, num_rows: int, seed: int, batch_multiple: int = 1) -> None:
+        if num_rows < batch_multiple:
+            raise ValueError(
+                f"{num_rows} training rows do not fill one global batch of {batch_multiple}; lower --batch-size"
+            )
+        self.num_rows, self.seed, self.batch_multiple, self.epoch = num_rows, seed, batch_multiple, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.num_rows // self.batch_multiple * self.batch_multiple
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        yield from torch.randperm(self.num_rows, generator=generator)[: len(self)].tolist()
+
+
+def train_dataloader(
+    images: TransformedImages, micro_batch: int, global_batch: int, seed: int, workers: int
+) -> DataLoader:
+    """Shuffled, whole-global-batch loader for one process's micro-batches (accelerate shards it)."""
+    sampler = EpochShuffleSampler(len(images), seed, global_batch)
+    return DataLoader(images, batch_size=micro_batch, sampler=sampler, drop_last=True, num_workers=workers)
+
+
+def eval_dataloader(images: TransformedImages, batch_size: int, workers: int) -> DataLoader:
+    """In-order loader over every row (``gather_for_metrics`` drops the padding of the last batch)."""
+    return DataLoader(images, batch_size=batch_size, shuffle=False, num_workers=workers)
