@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from timm.utils import ParseKwargs
 from torch import nn
 from torch.utils.data import DataLoader
 
+from .atomic import write_json
 from .data import (
     TransformedImages,
     build_transform,
@@ -46,7 +45,6 @@ __all__ = [
     "num_outputs",
     "results_record",
     "run_evaluation",
-    "write_json",
 ]
 
 
@@ -228,16 +226,6 @@ def results_record(
         "args": {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
         "versions": library_versions(),
     }
-
-
-def write_json(path: str | os.PathLike, record: dict[str, Any]) -> None:
-    """Write ``record`` to ``path`` atomically (a temporary file in the same folder, then a rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
-        json.dump(record, handle, indent=2)
-        handle.write("\n")
-    os.replace(handle.name, path)
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:

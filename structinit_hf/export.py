@@ -8,14 +8,13 @@ The folder holds ``config.json`` (transformers' keys, timm's keys and the ``stru
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
+from .atomic import replace_folder
 from .hf import (
     StructInitViTConfig,
     StructInitViTForImageClassification,
@@ -71,21 +70,6 @@ def _as_transformers_model(model: torch.nn.Module) -> StructInitViTPreTrainedMod
     return wrapper
 
 
-def _replace_folder(new: Path, target: Path) -> None:
-    """Move the complete folder ``new`` to ``target``; an existing ``target`` is removed only afterwards."""
-    if not target.exists():
-        os.replace(new, target)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-    os.replace(target, old / target.name)
-    try:
-        os.replace(new, target)
-    except BaseException:
-        os.replace(old / target.name, target)
-        raise
-    shutil.rmtree(old)
-
-
 def save_checkpoint(
     model: torch.nn.Module,
     out_dir: str | os.PathLike,
@@ -113,18 +97,10 @@ def save_checkpoint(
             raise ValueError(f"label_names must be unique, got {labels}")
         config.id2label = dict(enumerate(labels))
         config.label2id = {name: i for i, name in enumerate(labels)}
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
-    try:
-        hf_model.save_pretrained(staging)
+
+    def write(folder: Path) -> None:
+        hf_model.save_pretrained(folder)
         if image_processor:
-            image_processor_for(config).save_pretrained(staging)
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; a checkpoint folder is an ordinary folder
-        _replace_folder(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return out_dir
+            image_processor_for(config).save_pretrained(folder)
+
+    return replace_folder(out_dir, write)

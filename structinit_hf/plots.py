@@ -10,7 +10,6 @@ read from there; its plain MHSA blocks (after the class token is joined) are rec
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import torch
 from timm.models.convit import GPSA, ConVit
 from torch import nn
 
+from .atomic import write_file
 from .attention_maps import timm_attention_maps
 from .data import build_transform, find_columns, load_raw_dataset
 from .evaluation import model_data_config
@@ -122,15 +122,8 @@ def default_blocks(depth: int) -> tuple[int, ...]:
 
 
 def save_figure(fig: Any, path: str | os.PathLike) -> Path:
-    """Save a matplotlib figure atomically (a temporary file in the same folder, then a rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
-    os.close(handle)
-    os.chmod(temporary, 0o644)  # mkstemp makes it private; a picture is for everyone to read
-    fig.savefig(temporary, dpi=110)
-    os.replace(temporary, path)
-    return path
+    """Save a matplotlib figure atomically."""
+    return write_file(path, lambda temporary: fig.savefig(temporary, dpi=110))
 
 
 def _pyplot():

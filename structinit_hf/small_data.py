@@ -28,7 +28,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -39,7 +38,8 @@ from typing import Any
 
 import torch
 
-from .evaluation import load_model, write_json
+from .atomic import write_json, write_text
+from .evaluation import load_model
 from .hub import ATTENTION_IMAGE
 from .plots import load_images, plot_attention_figure, save_figure
 from .training import TRAINER_STATE
@@ -584,11 +584,7 @@ def write_outputs(record: dict[str, Any], out_dir: Path) -> None:
     out_dir = Path(out_dir)
     write_json(out_dir / "results.json", record)
     plot_curves(record, out_dir / "curves.png")
-    handle, temporary = tempfile.mkstemp(dir=out_dir, prefix=".results.", suffix=".md")
-    os.chmod(temporary, 0o644)
-    with os.fdopen(handle, "w") as stream:
-        stream.write(render_results_markdown(record))
-    os.replace(temporary, out_dir / "results.md")
+    write_text(out_dir / "results.md", render_results_markdown(record))
 
 
 def benchmark_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,6 @@ import argparse
 import json
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from timm.utils import ModelEmaV3
 from torch import nn
 from tqdm.auto import tqdm
 
+from .atomic import replace_folder, write_json
 from .data import TransformedImages, build_transform, eval_dataloader, load_image_classification, train_dataloader
 from .evaluation import (
     ClassifierLogits,
@@ -45,7 +45,6 @@ from .evaluation import (
     load_model,
     model_data_config,
     results_record,
-    write_json,
 )
 from .export import save_checkpoint
 from .hf.configuration_structinit_vit import TIMM_VARIANTS
@@ -220,15 +219,6 @@ def _swap_in(new: Path, target: Path) -> None:
     shutil.rmtree(stale, ignore_errors=True)
 
 
-def _replace_folder(out_dir: Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write`` on a temporary sibling of ``out_dir``, then swap it in: a good folder is never half-replaced."""
-    temporary = out_dir.with_name(f".{out_dir.name}.tmp")
-    shutil.rmtree(temporary, ignore_errors=True)
-    write(temporary)
-    _swap_in(temporary, out_dir)
-    return out_dir
-
-
 def save_final_model(model: nn.Module, out_dir: Path, label_names: list[str]) -> Path:
     """Write the trained model to ``out_dir`` so that timm and transformers both load it.
 
@@ -238,10 +228,10 @@ def save_final_model(model: nn.Module, out_dir: Path, label_names: list[str]) ->
     model is saved with ``save_pretrained``.
     """
     if isinstance(model, ClassifierLogits):
-        return _replace_folder(out_dir, model.model.save_pretrained)
+        return replace_folder(out_dir, model.model.save_pretrained)
     if isinstance(model, VisionTransformer) and model.pretrained_cfg.get("architecture") in TIMM_VARIANTS:
         return save_checkpoint(model, out_dir, label_names=label_names)
-    return _replace_folder(out_dir, lambda folder: save_timm_folder(model, folder, label_names))
+    return replace_folder(out_dir, lambda folder: save_timm_folder(model, folder, label_names))
 
 
 def save_timm_folder(model: nn.Module, folder: Path, label_names: list[str]) -> None:
