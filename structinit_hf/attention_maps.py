@@ -5,7 +5,20 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["block_fidelity", "timm_attention_maps"]
+__all__ = ["attention_inputs", "block_fidelity", "timm_attention_maps"]
+
+
+@torch.no_grad()
+def attention_inputs(model: nn.Module, images: torch.Tensor) -> list[torch.Tensor]:
+    """What each block's attention layer receives (after its norm) when ``model`` sees ``images``."""
+    inputs: list[torch.Tensor] = []
+    hooks = [block.attn.register_forward_pre_hook(lambda _m, args: inputs.append(args[0])) for block in model.blocks]
+    try:
+        model(images)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return inputs
 
 
 @torch.no_grad()
@@ -15,15 +28,8 @@ def timm_attention_maps(model: nn.Module, images: torch.Tensor) -> list[torch.Te
     The maps are recomputed from each block's attention input with its own ``qkv`` weights, so they
     are exact whether or not timm uses fused (flash) attention for the forward pass.
     """
-    inputs: list[torch.Tensor] = []
-    hooks = [block.attn.register_forward_pre_hook(lambda _m, args: inputs.append(args[0])) for block in model.blocks]
-    try:
-        model(images)
-    finally:
-        for hook in hooks:
-            hook.remove()
     maps = []
-    for block, x in zip(model.blocks, inputs, strict=True):
+    for block, x in zip(model.blocks, attention_inputs(model, images), strict=True):
         attn = block.attn
         b, t, _ = x.shape
         qkv = attn.qkv(x).reshape(b, t, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)

@@ -19,7 +19,7 @@ from timm.models.convit import GPSA, ConVit
 from torch import nn
 
 from .atomic import write_file
-from .attention_maps import timm_attention_maps
+from .attention_maps import attention_inputs, timm_attention_maps
 from .data import build_transform, find_columns, load_raw_dataset
 from .evaluation import model_data_config
 
@@ -55,15 +55,8 @@ def load_images(dataset: str, models: Sequence[nn.Module], num_images: int, spli
 
 @torch.no_grad()
 def _convit_attention_maps(model: ConVit, images: torch.Tensor) -> list[torch.Tensor]:
-    inputs: list[torch.Tensor] = []
-    hooks = [block.attn.register_forward_pre_hook(lambda _m, args: inputs.append(args[0])) for block in model.blocks]
-    try:
-        model(images)
-    finally:
-        for hook in hooks:
-            hook.remove()
     maps = []
-    for block, x in zip(model.blocks, inputs, strict=True):
+    for block, x in zip(model.blocks, attention_inputs(model, images), strict=True):
         attn = block.attn
         if isinstance(attn, GPSA):
             maps.append(attn.get_attention(x))  # patch tokens only: the class token joins after the GPSA blocks

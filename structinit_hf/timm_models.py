@@ -35,6 +35,10 @@ CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # kernel_size, seed, pseudo_input, ...
 POS_EMBEDS = ("sincos", "learn", "none")
 
+# the ImageNet-size variants: 224 px, patch 16, the CIFAR models' head (no class token, average pooling, sin-cos)
+IMAGENET_IMPULSE3 = dict(
+    img_size=224, patch_size=16, depth=12, class_token=False, global_pool="avg", attention_init="impulse", kernel_size=3
+)
 # the paper's CIFAR setting: ViT-Tiny, 32 px, patch 2, no class token, average pooling, fixed sin-cos
 CIFAR_VIT_TINY = dict(
     img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg"
@@ -267,43 +271,16 @@ def convit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> ConVit:
 @register_model
 def vit_tiny_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Tiny/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    model_args = dict(patch_size=16, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg")
-    return _vit(
-        "vit_tiny_impulse3_patch16_224",
-        pretrained,
-        kwargs,
-        attention_init="impulse",
-        kernel_size=3,
-        img_size=224,
-        **model_args,
-    )
+    return _vit("vit_tiny_impulse3_patch16_224", pretrained, kwargs, embed_dim=192, num_heads=3, **IMAGENET_IMPULSE3)
 
 
 @register_model
 def vit_small_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Small/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    model_args = dict(patch_size=16, embed_dim=384, depth=12, num_heads=6, class_token=False, global_pool="avg")
-    return _vit(
-        "vit_small_impulse3_patch16_224",
-        pretrained,
-        kwargs,
-        attention_init="impulse",
-        kernel_size=3,
-        img_size=224,
-        **model_args,
-    )
+    return _vit("vit_small_impulse3_patch16_224", pretrained, kwargs, embed_dim=384, num_heads=6, **IMAGENET_IMPULSE3)
 
 
 @register_model
 def vit_base_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Base/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    model_args = dict(patch_size=16, embed_dim=768, depth=12, num_heads=12, class_token=False, global_pool="avg")
-    return _vit(
-        "vit_base_impulse3_patch16_224",
-        pretrained,
-        kwargs,
-        attention_init="impulse",
-        kernel_size=3,
-        img_size=224,
-        **model_args,
-    )
+    return _vit("vit_base_impulse3_patch16_224", pretrained, kwargs, embed_dim=768, num_heads=12, **IMAGENET_IMPULSE3)
