@@ -40,7 +40,8 @@ def config_for_timm_model(model: VisionTransformer) -> StructInitViTConfig:
             f"{name!r} is not a registered structinit ViT ({', '.join(TIMM_VARIANTS)}); build the model with "
             "timm.create_model(<one of them>, ...) or use StructInitViTForImageClassification"
         )
-    recorded = {k: v for k, v in getattr(model, "_model_args", {}).items() if k != "num_classes"}
+    # the architecture overrides timm recorded; init-time switches (timm's weight_init) do not shape the network
+    recorded = {k: v for k, v in getattr(model, "_model_args", {}).items() if k not in ("num_classes", "weight_init")}
     config = StructInitViTConfig.from_timm_name(
         name,
         **recorded,

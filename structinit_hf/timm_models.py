@@ -137,6 +137,8 @@ def create_structinit_vit(
                 model.pos_embed[:, prefix:] = sincos_2d(model.patch_embed.grid_size, model.embed_dim)
         apply_structured_init(model, attention_init, **options)
         model.structinit_settings = init_settings(attention_init, options)
+        if kwargs.get("weight_init"):  # timm's init of everything else, e.g. 'reset' for PyTorch's defaults
+            model.structinit_settings["weight_init"] = kwargs["weight_init"]
     model.pretrained_cfg = {
         **model.pretrained_cfg,
         "input_size": (model.patch_embed.proj.in_channels, *model.patch_embed.img_size),

@@ -179,3 +179,13 @@ def test_model_built_with_num_classes_saves_a_readable_folder(tmp_path: Path):
     with torch.no_grad():
         x = torch.randn(2, 3, 16, 16)
         torch.testing.assert_close(loaded(x), model(x))
+
+
+def test_pytorch_default_init_model_saves(tmp_path: Path):
+    """The benchmark's kaiming arm (timm's weight_init='reset') exports like any other."""
+    model = timm.create_model("vit_tiny_patch2_32", img_size=16, depth=1, weight_init="reset", num_classes=3).eval()
+    folder = structinit_hf.save_checkpoint(model, tmp_path / "final", label_names=["a", "b", "c"])
+    loaded = timm.create_model(f"local-dir:{folder}", pretrained=True).eval()
+    with torch.no_grad():
+        x = torch.randn(2, 3, 16, 16)
+        torch.testing.assert_close(loaded(x), model(x))
