@@ -53,9 +53,8 @@ def _grid(grid_size: int | Sequence[int]) -> Grid:
     return h, w
 
 
-def _generator(seed: int, device: torch.device | str | None = None) -> torch.Generator:
+def _generator(seed: int) -> torch.Generator:
     # Random draws always happen on a CPU generator, so a seed gives the same numbers on any device.
-    del device
     return torch.Generator().manual_seed(int(seed))
 
 

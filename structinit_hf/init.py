@@ -85,9 +85,9 @@ class ViTLayout:
     dim: int
     attentions: list[AttentionSlot]
     patch_weight: nn.Parameter  # the patch embedding's weight (out_dim x C x p x p)
-    exact_nuisance: list[torch.Tensor] = field(default_factory=list)  # vectors to hide from Q/K exactly
+    patch_bias: torch.Tensor | None  # and its bias: the same vector added to every patch token
+    prefix_tokens: list[torch.Tensor] = field(default_factory=list)  # class/register tokens as block 1 sees them
     write_position_code: Callable[[torch.Tensor], None] | None = None  # (h w) x dim into pos embed
-    num_prefix_tokens: int = 0  # class and register tokens in front of the patch tokens
 
 
 def _fused_qkv_slot(qkv: nn.Linear, proj: nn.Linear, num_heads: int, head_dim: int) -> AttentionSlot:
@@ -166,23 +166,20 @@ def _timm_layout(model: nn.Module) -> ViTLayout | None:
     num_prefix = getattr(model, "num_prefix_tokens", 0)
     pos_embed = getattr(model, "pos_embed", None)
     embeds_prefix = pos_embed is not None and not getattr(model, "no_embed_class", False)
-    exact = [torch.ones(dim, device=proj.weight.device)]  # LayerNorm removes the mean anyway
-    if proj.bias is not None:
-        exact.append(proj.bias.detach())
-    prefix = [t[0] for t in (getattr(model, "cls_token", None), getattr(model, "reg_token", None)) if t is not None]
-    if prefix:
-        prefix_tokens = torch.cat([t.detach() for t in prefix])
-        if embeds_prefix:
-            prefix_tokens = prefix_tokens + pos_embed[0, :num_prefix].detach()
-        exact.extend(prefix_tokens)
+    prefix = [
+        t[0].detach() for t in (getattr(model, "cls_token", None), getattr(model, "reg_token", None)) if t is not None
+    ]
+    prefix_tokens = torch.cat(prefix) if prefix else torch.zeros(0, dim)
+    if embeds_prefix and prefix:
+        prefix_tokens = prefix_tokens + pos_embed[0, :num_prefix].detach()
     return ViTLayout(
         grid_size=tuple(patch_embed.grid_size),
         dim=dim,
         attentions=attentions,
         patch_weight=proj.weight,
-        exact_nuisance=exact,
+        patch_bias=None if proj.bias is None else proj.bias.detach(),
+        prefix_tokens=list(prefix_tokens),
         write_position_code=_patch_slots_writer(pos_embed, num_prefix if embeds_prefix else 0),
-        num_prefix_tokens=num_prefix,
     )
 
 
@@ -204,21 +201,19 @@ def _transformers_layout(model: nn.Module) -> ViTLayout | None:
     image_size, patch_size = config.image_size, config.patch_size
     image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
     patch_size = (patch_size, patch_size) if isinstance(patch_size, int) else tuple(patch_size)
-    exact = [torch.ones(dim, device=proj.weight.device)]
-    if proj.bias is not None:
-        exact.append(proj.bias.detach())
     pos_embed = getattr(embeddings, "position_embeddings", None)
     cls_token = getattr(embeddings, "cls_token", None)
+    prefix_tokens = []
     if cls_token is not None:
-        exact.append(cls_token[0, 0].detach() + (pos_embed[0, 0].detach() if pos_embed is not None else 0))
+        prefix_tokens.append(cls_token[0, 0].detach() + (pos_embed[0, 0].detach() if pos_embed is not None else 0))
     return ViTLayout(
         grid_size=(image_size[0] // patch_size[0], image_size[1] // patch_size[1]),
         dim=dim,
         attentions=attentions,
         patch_weight=proj.weight,
-        exact_nuisance=exact,
-        write_position_code=_patch_slots_writer(pos_embed, 1 if cls_token is not None else 0),
-        num_prefix_tokens=1 if cls_token is not None else 0,
+        patch_bias=None if proj.bias is None else proj.bias.detach(),
+        prefix_tokens=prefix_tokens,
+        write_position_code=_patch_slots_writer(pos_embed, len(prefix_tokens)),
     )
 
 
@@ -235,9 +230,13 @@ def vit_layout(model: nn.Module) -> ViTLayout:
 
 
 def _content_basis(layout: ViTLayout) -> torch.Tensor:
-    """Orthonormal basis of what Q/K may read: everything but the exact nuisance and patch content."""
+    """Orthonormal basis of what Q/K may read: not the mean, patch bias, prefix tokens or (most of) patch content."""
     # LayerNorm ignores scale, so every vector counts by its direction (a class token starts at ~1e-6)
-    exact = torch.stack([v.float() / v.float().norm().clamp_min(1e-30) for v in layout.exact_nuisance], dim=1)
+    hidden = [torch.ones(layout.dim, device=layout.patch_weight.device)]  # LayerNorm removes the mean anyway
+    if layout.patch_bias is not None:
+        hidden.append(layout.patch_bias)
+    hidden += layout.prefix_tokens
+    exact = torch.stack([v.float() / v.float().norm().clamp_min(1e-30) for v in hidden], dim=1)
     return impulse.complement_basis(
         layout.dim, exact=exact, approximate=layout.patch_weight.detach().reshape(layout.dim, -1)
     )
@@ -248,7 +247,7 @@ def _content_samples(layout: ViTLayout, code: torch.Tensor, seed: int, samples: 
     generator = torch.Generator().manual_seed(int(seed))
     weight = layout.patch_weight.detach().reshape(layout.dim, -1).float().cpu()
     pixels = torch.randn(samples, code.shape[0], weight.shape[1], generator=generator)
-    content = pixels @ weight.T + (layout.exact_nuisance[1].float().cpu() if len(layout.exact_nuisance) > 1 else 0)
+    content = pixels @ weight.T + (0 if layout.patch_bias is None else layout.patch_bias.float().cpu())
     return torch.nn.functional.layer_norm(code + content, (layout.dim,), eps=impulse.LAYER_NORM_EPS)
 
 
@@ -283,7 +282,7 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
             sharpness=options.sharpness,
             basis=basis,
             check_inputs=checks,
-            null_keys=layout.num_prefix_tokens if options.suppress_content else 0,
+            null_keys=len(layout.prefix_tokens) if options.suppress_content else 0,
             seed=seed,
         )
 
