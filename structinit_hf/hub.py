@@ -97,14 +97,14 @@ def stage_repo_folder(
     dataset_id: str | None = None,
     license: str = "apache-2.0",
 ) -> Path:
-    """Write the exact folder that :func:`push_to_hub` uploads for ``run_dir`` into ``out_dir`` (must not exist).
+    """Write the exact folder that :func:`push_to_hub` uploads for ``run_dir`` into ``out_dir`` (new or empty).
 
     The folder is assembled next to ``out_dir`` and renamed into place once complete.
     """
     run = find_run_files(run_dir)
     out_dir = Path(out_dir)
-    if out_dir.exists():
-        raise FileExistsError(f"{out_dir} already exists; stage into a new folder")
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise FileExistsError(f"{out_dir} already exists and is not an empty folder; stage into a new folder")
     results = read_results(run.results)
     checkpoint_config = json.loads((run.checkpoint_dir / CONFIG_FILE).read_text(encoding="utf-8"))
     card = build_model_card(

@@ -21,6 +21,7 @@ from .mimetic import mimetic_qk, mimetic_vo
 __all__ = ["INIT_METHODS", "ImpulseOptions", "apply_structured_init", "impulse_block_targets", "vit_layout"]
 
 INIT_METHODS = ("impulse", "mimetic", "default")
+VALUE_INITS = ("default", "mimetic")  # what impulse init does to the value/output projections
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class ImpulseOptions:
             reach at init, so image content does not wash out the pattern on real images.
         patch_embed_scale: factor on the patch embedding's initial weights; below 1 the position code
             dominates each token's LayerNorm at init, which keeps the pattern on real images.
+        value_init: ``"default"`` leaves the value and output projections as the model drew them (the
+            paper); ``"mimetic"`` gives them mimetic init's ``W_v W_proj ~ a Z - b I`` as well.
     """
 
     kernel_size: int = 3
@@ -48,8 +51,11 @@ class ImpulseOptions:
     per_layer: bool = False
     suppress_content: bool = True
     patch_embed_scale: float = 0.5
+    value_init: str = "default"
 
     def __post_init__(self) -> None:
+        if self.value_init not in VALUE_INITS:
+            raise ValueError(f"unknown value_init {self.value_init!r}; expected one of {', '.join(VALUE_INITS)}")
         if self.pseudo_input not in PSEUDO_INPUTS:
             raise ValueError(f"unknown pseudo_input {self.pseudo_input!r}; expected one of {', '.join(PSEUDO_INPUTS)}")
         if self.solver not in SOLVERS:
@@ -289,6 +295,8 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
     shared = None if options.per_layer else solve(options.seed)
     for index, slot in enumerate(layout.attentions):
         slot.write_qk(*(solve(options.seed + index) if options.per_layer else shared))
+    if options.value_init == "mimetic":
+        _apply_mimetic_vo(layout, options.seed)
 
 
 def impulse_block_targets(model: nn.Module, **options) -> list[torch.Tensor]:
@@ -308,13 +316,19 @@ def impulse_block_targets(model: nn.Module, **options) -> list[torch.Tensor]:
     ]
 
 
+def _layer_seed(seed: int, index: int) -> int:
+    return seed + 1000 * index  # every layer draws its own Z, as in the paper
+
+
+def _apply_mimetic_vo(layout: ViTLayout, seed: int) -> None:
+    for index, slot in enumerate(layout.attentions):
+        slot.write_vo(*mimetic_vo(layout.dim, slot.num_heads * slot.head_dim, seed=_layer_seed(seed, index)))
+
+
 def _apply_mimetic(layout: ViTLayout, seed: int) -> None:
     for index, slot in enumerate(layout.attentions):
-        layer_seed = seed + 1000 * index  # every layer draws its own Z, as in the paper
-        q, k = mimetic_qk(layout.dim, slot.num_heads, slot.head_dim, seed=layer_seed)
-        v, o = mimetic_vo(layout.dim, slot.num_heads * slot.head_dim, seed=layer_seed)
-        slot.write_qk(q, k)
-        slot.write_vo(v, o)
+        slot.write_qk(*mimetic_qk(layout.dim, slot.num_heads, slot.head_dim, seed=_layer_seed(seed, index)))
+    _apply_mimetic_vo(layout, seed)
 
 
 def apply_structured_init(model: nn.Module, method: str = "impulse", **options) -> nn.Module:

@@ -38,13 +38,15 @@ from typing import Any
 
 import torch
 
-from .atomic import write_json, write_text
+from .atomic import replace_folder, write_json, write_text
 from .evaluation import load_model
-from .hub import ATTENTION_IMAGE
+from .hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
 from .plots import load_images, plot_attention_figure, save_figure
 from .training import TRAINER_STATE
 
 __all__ = [
+    "ABLATION_ARMS",
+    "ABLATION_REFERENCES",
     "ARMS",
     "PAPER_TABLE2",
     "PROFILES",
@@ -59,8 +61,10 @@ __all__ = [
     "run_benchmark",
     "run_dir_for",
     "select_arms",
+    "release_repo_id",
     "train_argv",
     "write_outputs",
+    "write_release_cards",
 ]
 
 
@@ -89,6 +93,66 @@ ARMS: dict[str, Arm] = {
         Arm("convit", "ConViT-Tiny (GPSA, architectural peer)", "convit_tiny_patch2_32", {}, None),
     )
 }
+
+# The impulse settings first released (chosen from init-time fidelity alone), spelled out so the ablation's
+# runs stay the same runs when the package defaults move (``value_init``, added after them, was "default").
+FIRST_IMPULSE_DEFAULTS: dict[str, Any] = {
+    "pseudo_input": "sincos",
+    "sharpness": 0.7,
+    "solver": "svd",
+    "per_layer": False,
+    "suppress_content": True,
+    "patch_embed_scale": 0.5,
+}
+
+# The ablation (``--study ablation``): impulse 3x3 with one setting changed at a time from the first defaults,
+# plus the paper's own solve; ``default`` and ``mimetic`` runs of the main study are its reference rows.
+ABLATION_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm(
+            "impulse3-v0",
+            "impulse 3x3, first defaults (svd, sharpness 0.7, content suppressed, patch x0.5)",
+            "vit_tiny_impulse3",
+            dict(FIRST_IMPULSE_DEFAULTS),
+        ),
+        Arm(
+            "impulse3-paper",
+            "impulse 3x3, the paper's solve (adam, content not suppressed, patch x1)",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "solver": "adam", "suppress_content": False, "patch_embed_scale": 1.0},
+        ),
+        Arm(
+            "impulse3-scale1",
+            "v0 with patch_embed_scale 1",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "patch_embed_scale": 1.0},
+        ),
+        Arm(
+            "impulse3-soft", "v0 with sharpness 0.3", "vit_tiny_impulse3", {**FIRST_IMPULSE_DEFAULTS, "sharpness": 0.3}
+        ),
+        Arm(
+            "impulse3-content",
+            "v0 with suppress_content off",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "suppress_content": False},
+        ),
+        Arm(
+            "impulse3-perlayer",
+            "v0 with a fresh solve per block",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "per_layer": True},
+        ),
+        Arm(
+            "impulse3-mimeticvo",
+            "v0 with mimetic value/output projections",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "value_init": "mimetic"},
+        ),
+    )
+}
+ABLATION_REFERENCES = ("default", "mimetic")
+STUDIES = ("main", "ablation")
 
 # The paper's Table 2 (top-1 %, ViT-Tiny, 200 epochs), for reference beside our own numbers.
 PAPER_TABLE2: dict[str, dict[str, float]] = {
@@ -162,24 +226,32 @@ PROFILES: dict[str, Profile] = {
 RUN_RESULTS = "results.json"
 RUN_LOG = "train.log"
 RUN_TIMING = "benchmark_run.json"
-BENCHMARK_CLOCK = "wall_clock.json"
+BENCHMARK_CLOCK = "wall_clock.json"  # per study: wall_clock-ablation.json for the ablation
 RUN_SPECIFIC_ARGS = ("model", "model_kwargs", "seed", "output_dir", "resume", "dataset", "dataset_config")
 CONVIT_GPSA_SHARE = 10 / 12  # ConViT-Tiny: 10 of its 12 blocks are GPSA; kept when the depth changes
 # scripts/train.py, run as ``python -c`` so the benchmark needs no checkout of the scripts folder
 TRAIN_ENTRY = "from structinit_hf.training import train, training_parser; train(training_parser().parse_args())"
 
 
+def study_arm_names(study: str) -> list[str]:
+    """The arms a study trains by default: the six of the main table, or the ablation with its reference rows."""
+    if study not in STUDIES:
+        raise ValueError(f"unknown study {study!r}; expected one of {', '.join(STUDIES)}")
+    return list(ARMS) if study == "main" else [*ABLATION_REFERENCES, *ABLATION_ARMS]
+
+
 def select_arms(names: Iterable[str] | None = None) -> list[Arm]:
-    """The arms called ``names`` (all of them for ``None``), in the order given."""
+    """The arms called ``names`` (the main six for ``None``), in the order given; ablation arms included."""
     if names is None:
         return list(ARMS.values())
+    known = {**ARMS, **ABLATION_ARMS}
     names = list(names)
-    unknown = [name for name in names if name not in ARMS]
+    unknown = [name for name in names if name not in known]
     if unknown or not names:
-        raise ValueError(f"unknown arm(s) {unknown or names}; expected some of {', '.join(ARMS)}")
+        raise ValueError(f"unknown arm(s) {unknown or names}; expected some of {', '.join(known)}")
     if len(set(names)) != len(names):
         raise ValueError(f"arm names repeat in {names}")
-    return [ARMS[name] for name in names]
+    return [known[name] for name in names]
 
 
 def arm_model_kwargs(arm: Arm, profile: Profile) -> dict[str, Any]:
@@ -222,6 +294,27 @@ def _is_finished(run_dir: Path) -> bool:
     return (run_dir / RUN_RESULTS).is_file()
 
 
+def _without_resume(argv: Sequence[str]) -> list[str]:
+    argv = list(argv)
+    return argv[:-2] if argv[-2:] == ["--resume", "latest"] else argv
+
+
+def check_finished_runs(planned: Iterable[tuple[list[str], Path]]) -> None:
+    """Refuse to reuse a finished run trained with other arguments than the benchmark would pass now
+    (an arm or recipe edited since): it would be scored under the wrong name. Nothing is deleted."""
+    stale = []
+    for argv, run_dir in planned:
+        timing = run_dir / RUN_TIMING
+        if _is_finished(run_dir) and timing.is_file():
+            if _without_resume(json.loads(timing.read_text())["argv"]) != _without_resume(argv):
+                stale.append(str(run_dir))
+    if stale:
+        raise ValueError(
+            f"finished run(s) {', '.join(stale)} were trained with other arguments than this benchmark passes "
+            f"(see their {RUN_TIMING}); move them away or pass another --runs-dir"
+        )
+
+
 def _train_one(argv: list[str], run_dir: Path, threads: int) -> tuple[int, float]:
     """Train one run in a subprocess (its own memory, its own thread count); log to ``run_dir/train.log``.
 
@@ -259,6 +352,7 @@ def run_benchmark(
     out_dir: Path,
     jobs: int | None = None,
     command: str = "",
+    study: str = "main",
 ) -> dict[str, Any]:
     """Train every unfinished (arm, seed) run of ``profile``, then write the tables and plots to ``out_dir``.
 
@@ -283,11 +377,13 @@ def run_benchmark(
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     threads = max(1, (os.cpu_count() or 1) // jobs)
     runs = [(arm, seed, run_dir_for(runs_dir, arm, seed)) for seed in seeds for arm in chosen]
+    check_finished_runs((train_argv(profile, arm, seed, spec, path), path) for arm, seed, path in runs)
     pending = [(arm, seed, path) for arm, seed, path in runs if not _is_finished(path)]
     print(f"{len(runs) - len(pending)} of {len(runs)} runs already finished in {runs_dir}; training {len(pending)}")
 
     failures = []
-    with _wall_clock(Path(runs_dir)) as clock, ThreadPoolExecutor(max_workers=jobs) as pool:
+    clock_file = BENCHMARK_CLOCK if study == "main" else f"wall_clock-{study}.json"
+    with _wall_clock(Path(runs_dir) / clock_file) as clock, ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {
             pool.submit(_train_one, train_argv(profile, arm, seed, spec, path), path, threads): (arm, seed, path)
             for arm, seed, path in pending
@@ -309,6 +405,7 @@ def run_benchmark(
         command=command,
         wall_clock_s=clock["total"],
         jobs=jobs,
+        study=study,
     )
     for arm in record["arms"].values():
         if not (Path(arm["best_run"]) / ATTENTION_IMAGE).is_file():
@@ -333,9 +430,8 @@ def draw_run_attention(run_dir: Path, num_images: int = 16) -> Path:
 
 
 @contextmanager
-def _wall_clock(runs_dir: Path) -> Iterator[dict[str, float]]:
-    """Add the time spent inside to the total kept in ``runs_dir``, even when interrupted (resumes add up)."""
-    path = runs_dir / BENCHMARK_CLOCK
+def _wall_clock(path: Path) -> Iterator[dict[str, float]]:
+    """Add the time spent inside to the total kept in ``path``, even when interrupted (resumes add up)."""
     clock = {"total": json.loads(path.read_text())["wall_clock_s"] if path.is_file() else 0.0}
     start = time.perf_counter()
     try:
@@ -367,6 +463,7 @@ def aggregate_runs(
     command: str = "",
     wall_clock_s: float | None = None,
     jobs: int = 1,
+    study: str = "main",
 ) -> dict[str, Any]:
     """Collect finished runs into the benchmark record (``results.json``).
 
@@ -387,7 +484,7 @@ def aggregate_runs(
         timing = [path / RUN_TIMING for path in paths]
         best = max(range(len(paths)), key=lambda i: (curves[i][-1], results[i]["top1"]))
         arms[name] = {
-            "description": ARMS[name].description if name in ARMS else name,
+            "description": select_arms([name])[0].description if name in {**ARMS, **ABLATION_ARMS} else name,
             "model": results[0]["model"],
             "model_kwargs": results[0]["model_kwargs"],
             "init": results[0]["init"],
@@ -408,6 +505,7 @@ def aggregate_runs(
     options = {key: value for key, value in first["args"].items() if key not in RUN_SPECIFIC_ARGS}
     return {
         "profile": profile.name,
+        "study": study,
         "profile_notes": profile.notes,
         "dataset": spec.dataset,
         "dataset_config": spec.config,
@@ -476,6 +574,24 @@ def _target_lines(arms: dict[str, Any]) -> list[str]:
     ]
 
 
+def _ablation_lines(record: dict[str, Any]) -> list[str]:
+    """What the ablation varies, and each arm's final top-1 against the first defaults (``impulse3-v0``)."""
+    if record.get("study") != "ablation":
+        return []
+    arms = record["arms"]
+    lines = [
+        "Each `impulse3-*` arm changes one setting of the first released defaults (`impulse3-v0`; `impulse3-paper` "
+        "changes three, to the paper's own solve); `default` and `mimetic` are the main study's runs of the same "
+        "seed(s). Every setting of every arm is in its `model_kwargs` below and in `results.json`.",
+        "",
+    ]
+    if "impulse3-v0" in arms:
+        base = statistics.fmean(arms["impulse3-v0"]["final_top1"])
+        deltas = [f"`{name}` {statistics.fmean(arm['final_top1']) - base:+.2f}" for name, arm in arms.items()]
+        lines += [f"Final top-1 minus `impulse3-v0`, in points: {', '.join(deltas)}.", ""]
+    return lines
+
+
 def _duration(seconds: float | None) -> str:
     return "not recorded" if seconds is None else f"{seconds / 60:.1f} min"
 
@@ -488,8 +604,9 @@ def render_results_markdown(record: dict[str, Any]) -> str:
     data = f"`{record['dataset']}`" + (f" (`{record['dataset_config']}`)" if record["dataset_config"] else "")
     flags = [flag for name, value in record["recipe"].items() for flag in _flag_values(name, value)]
     dataset_id = f" --dataset-id {record['dataset_hub_id']}" if record["dataset_hub_id"] else ""
+    study = " (ablation of the impulse settings)" if record.get("study") == "ablation" else ""
     out = [
-        f"# Small-data benchmark: `{record['profile']}` profile",
+        f"# Small-data benchmark: `{record['profile']}` profile{study}",
         "",
         f"Top-1 accuracy (%) on {data}, mean ± standard deviation over {num_seeds} seed(s). Validation: images held "
         f"out of the training split, scored after every epoch; final: the `{record['split']}` split "
@@ -499,6 +616,7 @@ def render_results_markdown(record: dict[str, Any]) -> str:
         *_table(record),
         "",
         *_target_lines(arms),
+        *_ablation_lines(record),
         "![validation top-1 per epoch, one line per arm](curves.png)",
         "",
         "## Command",
@@ -587,6 +705,41 @@ def write_outputs(record: dict[str, Any], out_dir: Path) -> None:
     write_text(out_dir / "results.md", render_results_markdown(record))
 
 
+def release_repo_id(record: dict[str, Any], arm: str, namespace: str) -> str:
+    """The Hub repo an arm's best run is published as: its size, init and data in the name, e.g.
+    ``structinit-hf/vit_tiny_p4d6_impulse3.cifar10-small`` (never the tag of the paper-size CIFAR-10 model)."""
+    architecture = record["architecture"]
+    size = f"p{architecture.get('patch_size', 2)}d{architecture.get('depth', 12)}"
+    return f"{namespace}/vit_tiny_{size}_{arm}.{Path(record['dataset']).name}"
+
+
+def write_release_cards(record: dict[str, Any], cards_dir: Path, stage_dir: Path, namespace: str) -> dict[str, Path]:
+    """Stage every arm's best run for the Hub and keep its rendered card.
+
+    ``stage_dir/<repo name>/`` is the exact folder ``scripts/push_to_hub.py`` uploads (weights included, so keep it
+    out of git); ``cards_dir/<repo name>/`` holds its ``README.md`` and the picture the card shows, for git. Both
+    are replaced whole, so a rerun never leaves a mix of old and new files. Returns the card paths by arm.
+    """
+    cards = {}
+    for name, arm in record["arms"].items():
+        repo_id = release_repo_id(record, name, namespace)
+        repo_name = repo_id.split("/")[1]
+        folder = replace_folder(
+            Path(stage_dir) / repo_name,
+            lambda tmp, run=arm["best_run"], repo=repo_id: stage_repo_folder(
+                run, repo, tmp, dataset_id=record["dataset_hub_id"]
+            ),
+        )
+
+        def copy_card(tmp: Path, folder: Path = folder) -> None:
+            for file in (CARD_FILE, ATTENTION_IMAGE):
+                if (folder / file).is_file():
+                    shutil.copy2(folder / file, tmp / file)
+
+        cards[name] = replace_folder(Path(cards_dir) / repo_name, copy_card) / CARD_FILE
+    return cards
+
+
 def benchmark_parser() -> argparse.ArgumentParser:
     """The flags of ``scripts/benchmark_small_data.py``."""
     parser = argparse.ArgumentParser(
@@ -605,7 +758,20 @@ def benchmark_parser() -> argparse.ArgumentParser:
         default=None,
         help="where the chosen dataset lives (a local folder or Hub id), if not the profile's",
     )
-    parser.add_argument("--arms", nargs="+", default=None, choices=tuple(ARMS), help="default: all six")
+    parser.add_argument(
+        "--study",
+        choices=STUDIES,
+        default="main",
+        help="main (default): the six arms of the paper's table; ablation: impulse 3x3 with one setting changed "
+        "at a time, beside the default and mimetic runs",
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=None,
+        choices=(*ARMS, *ABLATION_ARMS),
+        help="default: every arm of the study",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the profile's")
     parser.add_argument("--jobs", type=int, default=None, help="runs at a time (default: the profile's)")
     parser.add_argument(
@@ -613,6 +779,16 @@ def benchmark_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="where the run folders go (default: runs/small_data-<profile>-<dataset>)",
+    )
+    parser.add_argument(
+        "--release-cards",
+        type=Path,
+        default=None,
+        help="also stage each arm's best run for the Hub (into <runs-dir>/release/) and keep its rendered model "
+        "card in this folder, e.g. model_cards",
+    )
+    parser.add_argument(
+        "--release-namespace", default="structinit-hf", help="Hub namespace of the staged repos (default: %(default)s)"
     )
     parser.add_argument(
         "--out-dir",
@@ -635,14 +811,23 @@ def main(args: argparse.Namespace, command: str) -> dict[str, Any]:
             profile, datasets={**profile.datasets, dataset: replace(profile.datasets[dataset], dataset=args.data_path)}
         )
     default_out = Path("benchmarks/small_data")
-    out_dir = args.out_dir or (default_out if profile.name == "cpu" else default_out / f"{profile.name}-{dataset}")
-    return run_benchmark(
+    if profile.name != "cpu":
+        default_out = default_out / f"{profile.name}-{dataset}"
+    if args.study == "ablation":
+        default_out = default_out / "ablation"
+    runs_dir = args.runs_dir or Path("runs") / f"small_data-{profile.name}-{dataset}"
+    record = run_benchmark(
         profile,
         dataset=dataset,
-        arms=args.arms,
+        arms=args.arms if args.arms is not None else study_arm_names(args.study),
         seeds=args.seeds,
-        runs_dir=args.runs_dir or Path("runs") / f"small_data-{profile.name}-{dataset}",
-        out_dir=out_dir,
+        runs_dir=runs_dir,
+        out_dir=args.out_dir or default_out,
         jobs=args.jobs,
         command=command,
+        study=args.study,
     )
+    if args.release_cards is not None:
+        cards = write_release_cards(record, args.release_cards, runs_dir / "release", args.release_namespace)
+        print(f"staged {len(cards)} repo folder(s) in {runs_dir / 'release'}; cards in {args.release_cards}")
+    return record

@@ -105,6 +105,16 @@ def test_card_without_attention_image_has_no_picture(tmp_path):
     assert not (folder / "attention_init.png").exists()
 
 
+def test_staging_takes_a_new_or_empty_folder_and_never_overwrites(run, tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert (stage_repo_folder(run, REPO_ID, tmp_path / "empty") / CARD_FILE).is_file()
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="used already exists and is not an empty folder"):
+        stage_repo_folder(run, REPO_ID, tmp_path / "used")
+    assert [p.name for p in (tmp_path / "used").iterdir()] == ["keep.txt"]
+
+
 def test_local_dataset_needs_its_hub_id(run, tmp_path, cifar10_small):
     results = read_results(run / "results.json")
     results["dataset"] = results["args"]["dataset"] = str(cifar10_small)

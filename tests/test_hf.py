@@ -298,6 +298,7 @@ def test_stock_transformers_vit_patch_rows_peak_at_targets_over_all_keys():
         (dict(pooling="token"), "class_token"),
         (dict(position_embedding="rope"), "rope"),
         (dict(impulse_pseudo_input="noise"), "noise"),
+        (dict(impulse_value_init="identity"), "unknown value_init 'identity'"),
     ],
 )
 def test_bad_config_fails_at_config_time(kwargs: dict, match: str):

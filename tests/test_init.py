@@ -79,6 +79,21 @@ def test_mimetic_writes_the_factors_of_each_layer() -> None:
     assert (maps.argmax(-1) == torch.arange(65)).float().mean() > 0.5
 
 
+def test_impulse_value_init_mimetic_adds_mimetic_value_output_to_the_solved_query_key() -> None:
+    torch.manual_seed(0)
+    plain = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3)
+    torch.manual_seed(0)
+    model = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3, value_init="mimetic")
+    for index, (ours, theirs) in enumerate(zip(model.blocks, plain.blocks, strict=True)):
+        torch.testing.assert_close(ours.attn.qkv.weight[:128], theirs.attn.qkv.weight[:128])  # same Q/K solve
+        v, o = mimetic_vo(64, 64, seed=3 + 1000 * index)
+        torch.testing.assert_close(ours.attn.qkv.weight[128:], v.T)
+        torch.testing.assert_close(ours.attn.proj.weight, o.T)
+        assert not torch.allclose(theirs.attn.proj.weight, o.T)  # the paper's default leaves V/O as drawn
+    with pytest.raises(ValueError, match=r"unknown value_init 'identity'; expected one of default, mimetic"):
+        apply_structured_init(tiny_vit(), "impulse", value_init="identity")
+
+
 def test_default_leaves_the_model_untouched() -> None:
     model = tiny_vit()
     before = {k: v.clone() for k, v in model.state_dict().items()}

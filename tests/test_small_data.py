@@ -57,6 +57,10 @@ def test_the_six_arms_are_registered_models() -> None:
     assert [arm.name for arm in select_arms(["impulse3", "default"])] == ["impulse3", "default"]
     with pytest.raises(ValueError, match="impulse7"):
         select_arms(["impulse7"])
+    ablation = select_arms(small_data.study_arm_names("ablation"))
+    assert [arm.name for arm in ablation[:3]] == ["default", "mimetic", "impulse3-v0"]
+    with pytest.raises(ValueError, match="unknown study 'sweep'"):
+        small_data.study_arm_names("sweep")
     with pytest.raises(ValueError, match="repeat"):
         select_arms(["default", "default"])
 
@@ -135,12 +139,59 @@ def test_tiny_benchmark_trains_resumes_and_reports(cifar10_small, tmp_path, monk
     assert "model.safetensors" in pushed.files and pushed.commit_url is None
     assert "attention_init.png" in pushed.files  # drawn for each arm's best run, shown by the model card
 
+    cards = small_data.write_release_cards(saved, tmp_path / "model_cards", runs / "release", "org")
+    assert set(cards) == {"default", "impulse3"}
+    card_dir = tmp_path / "model_cards" / "vit_tiny_p4d1_impulse3.cifar10-small"
+    assert cards["impulse3"] == card_dir / "README.md"
+    assert sorted(p.name for p in card_dir.iterdir()) == ["README.md", "attention_init.png"]  # no weights in git
+    card = cards["impulse3"].read_text()
+    release = push_to_hub(
+        saved["arms"]["impulse3"]["best_run"],
+        "org/vit_tiny_p4d1_impulse3.cifar10-small",
+        dry_run=True,
+        dataset_id="uoft-cs/cifar10",
+    )
+    assert card == release.card  # the card push_to_hub renders for that repo
+    assert f"{saved['arms']['impulse3']['final_top1'][0]:.2f}" in card
+    staged = runs / "release" / "vit_tiny_p4d1_impulse3.cifar10-small"
+    assert set(_files(staged)) == set(pushed.files)  # the exact folder push_to_hub uploads
+    small_data.write_release_cards(saved, tmp_path / "model_cards", runs / "release", "org")  # reruns replace
+    assert cards["impulse3"].read_text() == card
+
     def must_not_train(*args, **kwargs):
         raise AssertionError("a finished run was trained again")
 
     monkeypatch.setattr(small_data, "_train_one", must_not_train)
     again = run_benchmark(profile, arms=["default", "impulse3"], runs_dir=runs, out_dir=out, command="python x.py")
     assert again["arms"] == record["arms"]
+
+
+def test_ablation_arms_change_one_setting_and_pin_the_rest() -> None:
+    """Each ablation arm spells out every impulse setting, so moving a package default leaves its runs valid."""
+    first = small_data.ABLATION_ARMS["impulse3-v0"].model_kwargs
+    for arm in small_data.ABLATION_ARMS.values():
+        assert arm.model == "vit_tiny_impulse3" and set(arm.model_kwargs) >= set(first)
+        model = timm.create_model(arm.model, **arm_model_kwargs(arm, tiny_profile()))
+        settings = {key: model.structinit_settings[key] for key in arm.model_kwargs}
+        assert settings == arm.model_kwargs  # the builder took every setting
+        changed = [key for key, value in arm.model_kwargs.items() if first.get(key) != value]
+        assert len(changed) <= 1 or arm.name == "impulse3-paper", arm.name
+
+
+def test_a_finished_run_with_other_arguments_is_refused(tmp_path, monkeypatch) -> None:
+    profile, arm = tiny_profile(), ARMS["impulse3"]
+    spec = profile.datasets["c10"]
+    run = small_data.run_dir_for(tmp_path, arm, 0)
+    fake_run(run, arm.model, 0, [30.0], 30.0)
+    old_argv = train_argv(profile, ARMS["default"], 0, spec, run) + ["--resume", "latest"]
+    (run / "benchmark_run.json").write_text(json.dumps({"argv": old_argv}))
+    monkeypatch.setattr(small_data, "_train_one", lambda *a: pytest.fail("nothing may train"))
+    with pytest.raises(ValueError, match=r"impulse3-seed0 were trained with other arguments"):
+        run_benchmark(profile, arms=["impulse3"], runs_dir=tmp_path, out_dir=tmp_path / "out")
+    assert (run / "results.json").is_file()  # nothing lost
+    same = train_argv(profile, arm, 0, spec, run) + ["--resume", "latest"]  # a resumed run is the same run
+    (run / "benchmark_run.json").write_text(json.dumps({"argv": same}))
+    small_data.check_finished_runs([(train_argv(profile, arm, 0, spec, run), run)])
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch) -> None:
@@ -224,6 +275,10 @@ def test_aggregation_table_and_curves_from_runs(tmp_path) -> None:
     (arm_runs["default"][1] / "results.json").unlink()
     with pytest.raises(ValueError, match="default-1"):
         aggregate_runs(arm_runs, profile=tiny_profile(), dataset_key="c10")
+
+
+def _files(folder: Path) -> list[str]:
+    return [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
 
 
 def replace_epochs(record: dict, epochs: list[int]) -> dict:

@@ -68,6 +68,7 @@ _TIMM_KWARGS = {
     "per_layer": "impulse_per_layer",
     "suppress_content": "impulse_suppress_content",
     "patch_embed_scale": "impulse_patch_embed_scale",
+    "value_init": "impulse_value_init",
 }
 
 # keys config.json carries for timm (``timm.create_model("local-dir:...")``) and for AutoImageProcessor, which
@@ -167,6 +168,9 @@ class StructInitViTConfig(PretrainedConfig):
         impulse_patch_embed_scale (`float`, *optional*, defaults to 0.5):
             Factor on the patch embedding's initial weights; below 1 the position code dominates each
             token at init, which keeps the pattern on real images.
+        impulse_value_init (`str`, *optional*, defaults to `"default"`):
+            `"default"` keeps the value/output projections as drawn (the paper); `"mimetic"` gives them
+            mimetic init's `W_v W_proj ~ a Z - b I`.
         kwargs:
             [`PretrainedConfig`] arguments: `num_labels` (defaults to 10), `id2label`, `label2id`, ...
 
@@ -211,6 +215,7 @@ class StructInitViTConfig(PretrainedConfig):
         impulse_per_layer: bool = False,
         impulse_suppress_content: bool = True,
         impulse_patch_embed_scale: float = 0.5,
+        impulse_value_init: str = "default",
         **kwargs: Any,
     ) -> None:
         for key in _DERIVED_KEYS:  # derived from the fields below on every save
@@ -250,6 +255,7 @@ class StructInitViTConfig(PretrainedConfig):
         self.impulse_per_layer = impulse_per_layer
         self.impulse_suppress_content = impulse_suppress_content
         self.impulse_patch_embed_scale = impulse_patch_embed_scale
+        self.impulse_value_init = impulse_value_init
         super().__init__(**kwargs)
         self._check()
 
@@ -322,6 +328,7 @@ class StructInitViTConfig(PretrainedConfig):
                 per_layer=self.impulse_per_layer,
                 suppress_content=self.impulse_suppress_content,
                 patch_embed_scale=self.impulse_patch_embed_scale,
+                value_init=self.impulse_value_init,
             )
         if self.attention_init == "mimetic":
             return dict(seed=self.init_seed)
