@@ -220,6 +220,7 @@ def build_model_card(
         dataset_id=dataset,
         dataset_config=results.get("dataset_config"),
         dataset_is_local=dataset_is_local,
+        local_dataset_name=Path(results["dataset"]).name,
         split=results["split"],
         num_classes=results["num_classes"],
         top1=results["top1"],

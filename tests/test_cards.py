@@ -96,6 +96,18 @@ def test_card_metadata_and_numbers_match_results(run, tmp_path):
     params = sum(p.numel() for p in timm.create_model("vit_tiny_impulse3", **TINY).parameters())
     assert f"**Params (M):** {params / 1e6:.2f}" in body
     assert "**Image size:** 16 x 16 px" in body
+    assert "| solver | `svd` |\n\nThe run's attention maps" in body  # the table ends before the text
+
+
+def test_a_mimetic_card_names_its_own_paper_first(run):
+    results = read_results(run / "results.json")
+    results.update(model="vit_tiny_mimetic", init={"attention_init": "mimetic", "seed": 0})
+    config = json.loads((run / "final" / "config.json").read_text())
+    card = build_model_card(results, config, REPO_ID, num_params=10**6)
+    assert (
+        "- **Papers:** [Mimetic Initialization of Self-Attention Layers](https://arxiv.org/abs/2305.09828)" in card.text
+    )
+    assert "**mimetic initialization** of its attention" in card.text
 
 
 def test_card_without_attention_image_has_no_picture(tmp_path):
@@ -123,7 +135,7 @@ def test_local_dataset_needs_its_hub_id(run, tmp_path, cifar10_small):
         build_model_card(results, config, REPO_ID, num_params=1)
     card = build_model_card(results, config, REPO_ID, num_params=1, dataset_id="uoft-cs/cifar10")
     assert card.data.datasets == ["uoft-cs/cifar10"]
-    assert "read from a local copy" in card.text
+    assert f"read from the local copy `{cifar10_small.name}`" in card.text
     assert str(cifar10_small) not in str(card)  # a local path is not published, only its last part
     assert f"| `dataset` | `.../{cifar10_small.name}` |" in card.text
     with pytest.raises(ValueError, match="not a Hub dataset id"):
