@@ -144,6 +144,12 @@ ABLATION_ARMS: dict[str, Arm] = {
             {**FIRST_IMPULSE_DEFAULTS, "per_layer": True},
         ),
         Arm(
+            "impulse3-noisy",
+            "v0 solved on sin-cos plus Gaussian noise",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "pseudo_input": "sincos+gaussian"},
+        ),
+        Arm(
             "impulse3-mimeticvo",
             "v0 with mimetic value/output projections",
             "vit_tiny_impulse3",
