@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ import torch
 from .atomic import replace_folder, write_json, write_text
 from .evaluation import load_model
 from .hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
+from .init import ImpulseOptions
 from .plots import load_images, plot_attention_figure, save_figure
 from .training import TRAINER_STATE
 
@@ -305,19 +306,34 @@ def _without_resume(argv: Sequence[str]) -> list[str]:
     return argv[:-2] if argv[-2:] == ["--resume", "latest"] else argv
 
 
-def check_finished_runs(planned: Iterable[tuple[list[str], Path]]) -> None:
-    """Refuse to reuse a finished run trained with other arguments than the benchmark would pass now
-    (an arm or recipe edited since): it would be scored under the wrong name. Nothing is deleted."""
+def _init_is_current(recorded: dict[str, Any], model_kwargs: dict[str, Any]) -> bool:
+    """Whether a finished impulse run's recorded init settings are what its arm builds now: a package default
+    moved since (say ``patch_embed_scale``) changes an arm without changing its arguments. Settings added to
+    the package after the run (absent from its record) are taken to have kept the old behaviour."""
+    if recorded.get("attention_init") != "impulse":
+        return True
+    given = {key: value for key, value in model_kwargs.items() if key in ImpulseOptions.__dataclass_fields__}
+    expected = {**asdict(ImpulseOptions()), "kernel_size": recorded.get("kernel_size"), **given}
+    return all(expected.get(key) == value for key, value in recorded.items() if key != "attention_init")
+
+
+def check_finished_runs(planned: Iterable[tuple[list[str], Path, dict[str, Any]]]) -> None:
+    """Refuse to reuse a finished run that is not the run the benchmark would train now: other arguments (an arm
+    or the recipe edited since) or other init settings (a package default moved). It would be scored under the
+    wrong name. Takes ``(train argv, run folder, model kwargs)`` per run; nothing is deleted."""
     stale = []
-    for argv, run_dir in planned:
+    for argv, run_dir, model_kwargs in planned:
+        if not _is_finished(run_dir):
+            continue
         timing = run_dir / RUN_TIMING
-        if _is_finished(run_dir) and timing.is_file():
-            if _without_resume(json.loads(timing.read_text())["argv"]) != _without_resume(argv):
-                stale.append(str(run_dir))
+        if timing.is_file() and _without_resume(json.loads(timing.read_text())["argv"]) != _without_resume(argv):
+            stale.append(f"{run_dir} (other arguments, see its {RUN_TIMING})")
+        elif not _init_is_current(json.loads((run_dir / RUN_RESULTS).read_text()).get("init", {}), model_kwargs):
+            stale.append(f"{run_dir} (init settings other than today's defaults, see its {RUN_RESULTS})")
     if stale:
         raise ValueError(
-            f"finished run(s) {', '.join(stale)} were trained with other arguments than this benchmark passes "
-            f"(see their {RUN_TIMING}); move them away or pass another --runs-dir"
+            f"finished run(s) {', '.join(stale)} are not the runs this benchmark trains; move them away or pass "
+            "another --runs-dir"
         )
 
 
@@ -383,7 +399,9 @@ def run_benchmark(
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     threads = max(1, (os.cpu_count() or 1) // jobs)
     runs = [(arm, seed, run_dir_for(runs_dir, arm, seed)) for seed in seeds for arm in chosen]
-    check_finished_runs((train_argv(profile, arm, seed, spec, path), path) for arm, seed, path in runs)
+    check_finished_runs(
+        (train_argv(profile, arm, seed, spec, path), path, arm_model_kwargs(arm, profile)) for arm, seed, path in runs
+    )
     pending = [(arm, seed, path) for arm, seed, path in runs if not _is_finished(path)]
     print(f"{len(runs) - len(pending)} of {len(runs)} runs already finished in {runs_dir}; training {len(pending)}")
 

@@ -186,12 +186,25 @@ def test_a_finished_run_with_other_arguments_is_refused(tmp_path, monkeypatch) -
     old_argv = train_argv(profile, ARMS["default"], 0, spec, run) + ["--resume", "latest"]
     (run / "benchmark_run.json").write_text(json.dumps({"argv": old_argv}))
     monkeypatch.setattr(small_data, "_train_one", lambda *a: pytest.fail("nothing may train"))
-    with pytest.raises(ValueError, match=r"impulse3-seed0 were trained with other arguments"):
+    with pytest.raises(ValueError, match=r"impulse3-seed0 \(other arguments"):
         run_benchmark(profile, arms=["impulse3"], runs_dir=tmp_path, out_dir=tmp_path / "out")
     assert (run / "results.json").is_file()  # nothing lost
-    same = train_argv(profile, arm, 0, spec, run) + ["--resume", "latest"]  # a resumed run is the same run
-    (run / "benchmark_run.json").write_text(json.dumps({"argv": same}))
-    small_data.check_finished_runs([(train_argv(profile, arm, 0, spec, run), run)])
+    argv, kwargs = train_argv(profile, arm, 0, spec, run), arm_model_kwargs(arm, profile)
+    (run / "benchmark_run.json").write_text(json.dumps({"argv": argv + ["--resume", "latest"]}))
+    small_data.check_finished_runs([(argv, run, kwargs)])  # a resumed run is the same run
+
+    # same arguments, but trained when a package default was another value: refused too
+    today = timm.create_model(arm.model, **kwargs).structinit_settings
+    record = json.loads((run / "results.json").read_text())
+    (run / "results.json").write_text(json.dumps({**record, "init": today}))
+    small_data.check_finished_runs([(argv, run, kwargs)])
+    older = {**today, "patch_embed_scale": today["patch_embed_scale"] + 0.25}
+    older.pop("value_init")  # a setting added after the run was trained is not held against it
+    (run / "results.json").write_text(json.dumps({**record, "init": older}))
+    with pytest.raises(ValueError, match=r"impulse3-seed0 \(init settings other than today's defaults"):
+        small_data.check_finished_runs([(argv, run, kwargs)])
+    pinned = {**kwargs, "patch_embed_scale": older["patch_embed_scale"]}  # an arm that sets it explicitly is fine
+    small_data.check_finished_runs([(argv, run, pinned)])
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch) -> None:
