@@ -25,8 +25,15 @@ def qk_rows(model: VisionTransformer, block: int) -> torch.Tensor:
 @pytest.mark.parametrize("prefix", [dict(class_token=False, global_pool="avg"), dict(class_token=True, reg_tokens=2)])
 def test_impulse_attention_on_patch_tokens_of_images(prefix: dict) -> None:
     torch.manual_seed(0)
-    model = apply_structured_init(tiny_vit(**prefix).eval(), "impulse", kernel_size=3, seed=1)
     images = torch.randn(8, 3, 16, 16)
+    # the default patch-embedding scale (1, which trains better) keeps most rows on target under raw noise pixels
+    model = apply_structured_init(tiny_vit(**prefix).eval(), "impulse", kernel_size=3, seed=1)
+    fidelity = block_fidelity(model, images, impulse_block_targets(model, kernel_size=3, seed=1))
+    assert fidelity[0]["hit_rate"] >= 0.8
+    assert fidelity[0]["target_mass"] > 0.2  # uniform attention would give 1/64
+    # halving it lets the position code dominate each token's LayerNorm: nearly every row on target
+    torch.manual_seed(0)
+    model = apply_structured_init(tiny_vit(**prefix).eval(), "impulse", kernel_size=3, seed=1, patch_embed_scale=0.5)
     fidelity = block_fidelity(model, images, impulse_block_targets(model, kernel_size=3, seed=1))
     assert fidelity[0]["hit_rate"] >= 0.9
     assert fidelity[0]["target_mass"] > 0.3
@@ -81,9 +88,9 @@ def test_mimetic_writes_the_factors_of_each_layer() -> None:
 
 def test_impulse_value_init_mimetic_adds_mimetic_value_output_to_the_solved_query_key() -> None:
     torch.manual_seed(0)
-    plain = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3)
+    plain = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3, value_init="default")
     torch.manual_seed(0)
-    model = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3, value_init="mimetic")
+    model = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3)  # value_init="mimetic" is the default
     for index, (ours, theirs) in enumerate(zip(model.blocks, plain.blocks, strict=True)):
         torch.testing.assert_close(ours.attn.qkv.weight[:128], theirs.attn.qkv.weight[:128])  # same Q/K solve
         v, o = mimetic_vo(64, 64, seed=3 + 1000 * index)

@@ -75,7 +75,7 @@ def test_impulse_options_reach_the_solver_and_are_deterministic() -> None:
     torch.manual_seed(1)
     other = timm.create_model("vit_tiny_impulse5", **TINY, seed=3, suppress_content=False)
     torch.testing.assert_close(plain.blocks[0].attn.qkv.weight[qk], other.blocks[0].attn.qkv.weight[qk], rtol=0, atol=0)
-    assert not torch.equal(plain.blocks[0].attn.qkv.weight[qk.stop :], other.blocks[0].attn.qkv.weight[qk.stop :])
+    assert not torch.equal(plain.blocks[0].mlp.fc1.weight, other.blocks[0].mlp.fc1.weight)
     c = timm.create_model("vit_tiny_impulse3", **TINY, seed=3, sharpness=0.3, pseudo_input="sincos+gaussian")
     assert not torch.equal(a.blocks[0].attn.qkv.weight[qk], c.blocks[0].attn.qkv.weight[qk])
 
@@ -137,8 +137,8 @@ def test_fresh_models_record_their_init_settings() -> None:
         "solver": "svd",
         "per_layer": False,
         "suppress_content": True,
-        "patch_embed_scale": 0.5,
-        "value_init": "default",
+        "patch_embed_scale": 1.0,
+        "value_init": "mimetic",
     }
     assert timm.create_model("vit_mimetic", **TINY).structinit_settings == {"attention_init": "mimetic", "seed": 0}
     assert timm.create_model("vit_tiny_patch2_32", **TINY).structinit_settings == {"attention_init": "default"}

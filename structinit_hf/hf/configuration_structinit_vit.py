@@ -165,12 +165,12 @@ class StructInitViTConfig(PretrainedConfig):
             Solve every block with its own shifts instead of sharing one solution.
         impulse_suppress_content (`bool`, *optional*, defaults to `True`):
             Confine queries/keys to directions image content cannot reach at init.
-        impulse_patch_embed_scale (`float`, *optional*, defaults to 0.5):
+        impulse_patch_embed_scale (`float`, *optional*, defaults to 1.0):
             Factor on the patch embedding's initial weights; below 1 the position code dominates each
             token at init, which keeps the pattern on real images.
-        impulse_value_init (`str`, *optional*, defaults to `"default"`):
-            `"default"` keeps the value/output projections as drawn (the paper); `"mimetic"` gives them
-            mimetic init's `W_v W_proj ~ a Z - b I`.
+        impulse_value_init (`str`, *optional*, defaults to `"mimetic"`):
+            `"mimetic"` gives the value/output projections mimetic init's `W_v W_proj ~ a Z - b I`;
+            `"default"` keeps them as drawn (the paper).
         kwargs:
             [`PretrainedConfig`] arguments: `num_labels` (defaults to 10), `id2label`, `label2id`, ...
 
@@ -214,8 +214,8 @@ class StructInitViTConfig(PretrainedConfig):
         impulse_solver: str = "svd",
         impulse_per_layer: bool = False,
         impulse_suppress_content: bool = True,
-        impulse_patch_embed_scale: float = 0.5,
-        impulse_value_init: str = "default",
+        impulse_patch_embed_scale: float = 1.0,
+        impulse_value_init: str = "mimetic",
         **kwargs: Any,
     ) -> None:
         for key in _DERIVED_KEYS:  # derived from the fields below on every save
