@@ -28,7 +28,8 @@ from structinit_hf import impulse
 from structinit_hf.attention_maps import block_fidelity
 from structinit_hf.init import impulse_block_targets
 
-PAPER_RECIPE = dict(solver="adam", suppress_content=False, patch_embed_scale=1.0)
+PAPER_RECIPE = dict(solver="adam", suppress_content=False, patch_embed_scale=1.0, value_init="default")
+FIRST_DEFAULTS = dict(patch_embed_scale=0.5, value_init="default")  # the first release, before the small-data ablation
 
 
 def solver_rows(repeats: int) -> list[dict]:
@@ -61,7 +62,7 @@ def create_model_rows(repeats: int) -> dict:
 def real_image_rows(data: Path, num_images: int) -> dict:
     test = datasets.load_dataset(str(data), split="test").select(range(num_images))
     rows = {}
-    for label, options in (("default", {}), ("paper_adam", PAPER_RECIPE)):
+    for label, options in (("default", {}), ("first_defaults", FIRST_DEFAULTS), ("paper_adam", PAPER_RECIPE)):
         torch.manual_seed(0)
         model = timm.create_model("vit_tiny_impulse3", **options).eval()
         transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))

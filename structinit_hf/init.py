@@ -40,9 +40,10 @@ class ImpulseOptions:
         patch_embed_scale: factor on the patch embedding's initial weights; below 1 the position code
             dominates each token's LayerNorm at init, which keeps the pattern on real images but trains
             worse (the small-data ablation), hence 1.
-        value_init: ``"mimetic"`` (default, from the small-data ablation) gives the value and output
-            projections mimetic init's ``W_v W_proj ~ a Z - b I``; ``"default"`` leaves them as the
-            model drew them (the paper).
+        value_init: ``"default"`` leaves the value and output projections as the model drew them (the
+            paper); ``"mimetic"`` gives them mimetic init's ``W_v W_proj ~ a Z - b I``, which trained better
+            in the small-data ablation but wipes the impulse pattern out of every block after the first
+            (the ``- b I`` term mixes each token's attended neighbour into the position code).
     """
 
     kernel_size: int = 3
@@ -53,7 +54,7 @@ class ImpulseOptions:
     per_layer: bool = False
     suppress_content: bool = True
     patch_embed_scale: float = 1.0
-    value_init: str = "mimetic"
+    value_init: str = "default"
 
     def __post_init__(self) -> None:
         if self.value_init not in VALUE_INITS:

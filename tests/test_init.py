@@ -88,9 +88,9 @@ def test_mimetic_writes_the_factors_of_each_layer() -> None:
 
 def test_impulse_value_init_mimetic_adds_mimetic_value_output_to_the_solved_query_key() -> None:
     torch.manual_seed(0)
-    plain = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3, value_init="default")
+    plain = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3)
     torch.manual_seed(0)
-    model = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3)  # value_init="mimetic" is the default
+    model = apply_structured_init(tiny_vit(depth=2), "impulse", seed=3, value_init="mimetic")
     for index, (ours, theirs) in enumerate(zip(model.blocks, plain.blocks, strict=True)):
         torch.testing.assert_close(ours.attn.qkv.weight[:128], theirs.attn.qkv.weight[:128])  # same Q/K solve
         v, o = mimetic_vo(64, 64, seed=3 + 1000 * index)

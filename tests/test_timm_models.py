@@ -138,7 +138,7 @@ def test_fresh_models_record_their_init_settings() -> None:
         "per_layer": False,
         "suppress_content": True,
         "patch_embed_scale": 1.0,
-        "value_init": "mimetic",
+        "value_init": "default",
     }
     assert timm.create_model("vit_mimetic", **TINY).structinit_settings == {"attention_init": "mimetic", "seed": 0}
     assert timm.create_model("vit_tiny_patch2_32", **TINY).structinit_settings == {"attention_init": "default"}

@@ -167,10 +167,10 @@ class StructInitViTConfig(PretrainedConfig):
             Confine queries/keys to directions image content cannot reach at init.
         impulse_patch_embed_scale (`float`, *optional*, defaults to 1.0):
             Factor on the patch embedding's initial weights; below 1 the position code dominates each
-            token at init, which keeps the pattern on real images.
-        impulse_value_init (`str`, *optional*, defaults to `"mimetic"`):
-            `"mimetic"` gives the value/output projections mimetic init's `W_v W_proj ~ a Z - b I`;
-            `"default"` keeps them as drawn (the paper).
+            token at init, which keeps the pattern sharper on real images but trained worse.
+        impulse_value_init (`str`, *optional*, defaults to `"default"`):
+            `"default"` keeps the value/output projections as drawn (the paper); `"mimetic"` gives them
+            mimetic init's `W_v W_proj ~ a Z - b I`.
         kwargs:
             [`PretrainedConfig`] arguments: `num_labels` (defaults to 10), `id2label`, `label2id`, ...
 
@@ -215,7 +215,7 @@ class StructInitViTConfig(PretrainedConfig):
         impulse_per_layer: bool = False,
         impulse_suppress_content: bool = True,
         impulse_patch_embed_scale: float = 1.0,
-        impulse_value_init: str = "mimetic",
+        impulse_value_init: str = "default",
         **kwargs: Any,
     ) -> None:
         for key in _DERIVED_KEYS:  # derived from the fields below on every save
