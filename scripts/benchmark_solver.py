@@ -62,7 +62,13 @@ def create_model_rows(repeats: int) -> dict:
 def real_image_rows(data: Path, num_images: int) -> dict:
     test = datasets.load_dataset(str(data), split="test").select(range(num_images))
     rows = {}
-    for label, options in (("default", {}), ("first_defaults", FIRST_DEFAULTS), ("paper_adam", PAPER_RECIPE)):
+    inits = (
+        ("default", {}),
+        ("first_defaults", FIRST_DEFAULTS),
+        ("mimetic_value_output", dict(value_init="mimetic")),
+        ("paper_adam", PAPER_RECIPE),
+    )
+    for label, options in inits:
         torch.manual_seed(0)
         model = timm.create_model("vit_tiny_impulse3", **options).eval()
         transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))

@@ -107,7 +107,8 @@ FIRST_IMPULSE_DEFAULTS: dict[str, Any] = {
 }
 
 # The ablation (``--study ablation``): impulse 3x3 with one setting changed at a time from the first defaults,
-# plus the paper's own solve; ``default`` and ``mimetic`` runs of the main study are its reference rows.
+# plus the paper's own solve; the main study's ``default``, ``mimetic`` and ``impulse3`` (today's defaults) runs
+# are its references.
 ABLATION_ARMS: dict[str, Arm] = {
     arm.name: arm
     for arm in (
@@ -158,7 +159,7 @@ ABLATION_ARMS: dict[str, Arm] = {
         ),
     )
 }
-ABLATION_REFERENCES = ("default", "mimetic")
+ABLATION_REFERENCES = ("default", "mimetic", "impulse3")
 STUDIES = ("main", "ablation")
 
 # The paper's Table 2 (top-1 %, ViT-Tiny, 200 epochs), for reference beside our own numbers.
@@ -605,8 +606,9 @@ def _ablation_lines(record: dict[str, Any]) -> list[str]:
     arms = record["arms"]
     lines = [
         "Each `impulse3-*` arm changes one setting of the first released defaults (`impulse3-v0`; `impulse3-paper` "
-        "changes three, to the paper's own solve); `default` and `mimetic` are the main study's runs of the same "
-        "seed(s). Every setting of every arm is in its `model_kwargs` below and in `results.json`.",
+        "changes three, to the paper's own solve); `default`, `mimetic` and `impulse3` (the package defaults when it "
+        "ran, see its `init` in `results.json`) are the main study's runs of the same seed(s). Every setting of "
+        "every arm is in its `model_kwargs` below and in `results.json`.",
         "",
     ]
     if "impulse3-v0" in arms:

@@ -58,7 +58,7 @@ def test_the_six_arms_are_registered_models() -> None:
     with pytest.raises(ValueError, match="impulse7"):
         select_arms(["impulse7"])
     ablation = select_arms(small_data.study_arm_names("ablation"))
-    assert [arm.name for arm in ablation[:3]] == ["default", "mimetic", "impulse3-v0"]
+    assert [arm.name for arm in ablation[:4]] == ["default", "mimetic", "impulse3", "impulse3-v0"]
     with pytest.raises(ValueError, match="unknown study 'sweep'"):
         small_data.study_arm_names("sweep")
     with pytest.raises(ValueError, match="repeat"):
