@@ -44,7 +44,7 @@ def test_impulse_attention_on_patch_tokens_of_images(prefix: dict) -> None:
 
 
 def test_shared_solution_is_copied_and_per_layer_draws_fresh_shifts() -> None:
-    shared = apply_structured_init(tiny_vit(depth=3), "impulse", seed=0)
+    shared = apply_structured_init(tiny_vit(depth=3), "impulse", seed=0, per_layer=False)
     torch.testing.assert_close(qk_rows(shared, 0), qk_rows(shared, 2), rtol=0, atol=0)
     per_layer = apply_structured_init(tiny_vit(depth=3), "impulse", seed=0, per_layer=True)
     targets = impulse_block_targets(per_layer, seed=0, per_layer=True)
@@ -66,7 +66,7 @@ def test_impulse_solve_runs_once_unless_per_layer(monkeypatch) -> None:
     calls = []
     real = impulse.solve_qk
     monkeypatch.setattr(impulse, "solve_qk", lambda *a, **k: calls.append(1) or real(*a, **k))
-    apply_structured_init(tiny_vit(depth=3), "impulse")
+    apply_structured_init(tiny_vit(depth=3), "impulse", per_layer=False)
     assert len(calls) == 1
     apply_structured_init(tiny_vit(depth=3), "impulse", per_layer=True)
     assert len(calls) == 4

@@ -135,7 +135,7 @@ def test_fresh_models_record_their_init_settings() -> None:
         "pseudo_input": "sincos",
         "sharpness": 0.6,
         "solver": "svd",
-        "per_layer": False,
+        "per_layer": True,
         "suppress_content": True,
         "patch_embed_scale": 1.0,
         "value_init": "default",

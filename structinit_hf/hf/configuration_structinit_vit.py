@@ -161,7 +161,7 @@ class StructInitViTConfig(PretrainedConfig):
             Mean attention mass on the impulse target the solved heads reach, in (0, 1).
         impulse_solver (`str`, *optional*, defaults to `"svd"`):
             `"svd"` (closed form) or `"adam"` (the paper's 10,000-step recipe).
-        impulse_per_layer (`bool`, *optional*, defaults to `False`):
+        impulse_per_layer (`bool`, *optional*, defaults to `True`):
             Solve every block with its own shifts instead of sharing one solution.
         impulse_suppress_content (`bool`, *optional*, defaults to `True`):
             Confine queries/keys to directions image content cannot reach at init.
@@ -212,7 +212,7 @@ class StructInitViTConfig(PretrainedConfig):
         impulse_pseudo_input: str = "sincos",
         impulse_sharpness: float = 0.7,
         impulse_solver: str = "svd",
-        impulse_per_layer: bool = False,
+        impulse_per_layer: bool = True,
         impulse_suppress_content: bool = True,
         impulse_patch_embed_scale: float = 1.0,
         impulse_value_init: str = "default",
