@@ -28,8 +28,9 @@ from structinit_hf import impulse
 from structinit_hf.attention_maps import block_fidelity
 from structinit_hf.init import impulse_block_targets
 
-PAPER_RECIPE = dict(solver="adam", suppress_content=False, patch_embed_scale=1.0, value_init="default")
-FIRST_DEFAULTS = dict(patch_embed_scale=0.5, value_init="default")  # the first release, before the small-data ablation
+PAPER_RECIPE = dict(solver="adam", suppress_content=False, patch_embed_scale=1.0, per_layer=False, value_init="default")
+# the first release's defaults, before the small-data ablation moved them
+FIRST_DEFAULTS = dict(patch_embed_scale=0.5, per_layer=False, value_init="default")
 
 
 def solver_rows(repeats: int) -> list[dict]:
