@@ -74,7 +74,7 @@ def real_image_rows(data: Path, num_images: int) -> dict:
         model = timm.create_model("vit_tiny_impulse3", **options).eval()
         transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))
         images = torch.stack([transform(image.convert("RGB")) for image in test["img"]])
-        targets = impulse_block_targets(model, kernel_size=3)
+        targets = impulse_block_targets(model, kernel_size=3, **options)  # the shifts this build drew
         rows[label] = block_fidelity(model, images, targets)
     return rows
 
