@@ -99,6 +99,18 @@ def test_card_metadata_and_numbers_match_results(run, tmp_path):
     assert "| solver | `svd` |\n\nThe run's attention maps" in body  # the table ends before the text
 
 
+def test_an_impulse_card_says_what_else_the_init_touched(run):
+    results = read_results(run / "results.json")
+    config = json.loads((run / "final" / "config.json").read_text())
+    plain = build_model_card(results, config, REPO_ID, num_params=10**6).text
+    assert "value/output projections" not in plain and "patch embedding's initial weights" not in plain
+    assert "Every other weight keeps timm's default initialisation" in plain
+    results["init"] = {**results["init"], "value_init": "mimetic", "patch_embed_scale": 0.5}
+    text = build_model_card(results, config, REPO_ID, num_params=10**6).text
+    assert "The value/output projections got mimetic init's" in text
+    assert "initial weights were scaled by 0.5" in text
+
+
 def test_a_mimetic_card_names_its_own_paper_first(run):
     results = read_results(run / "results.json")
     results.update(model="vit_tiny_mimetic", init={"attention_init": "mimetic", "seed": 0})
