@@ -43,6 +43,7 @@ from .evaluation import load_model
 from .hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
 from .init import ImpulseOptions
 from .plots import load_images, plot_attention_figure, save_figure
+from .timm_models import IMPULSE_KWARGS
 from .training import TRAINER_STATE
 
 __all__ = [
@@ -160,6 +161,7 @@ ABLATION_ARMS: dict[str, Arm] = {
     )
 }
 ABLATION_REFERENCES = ("default", "mimetic", "impulse3")
+ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS}  # every arm --arms accepts
 STUDIES = ("main", "ablation")
 
 # The paper's Table 2 (top-1 %, ViT-Tiny, 200 epochs), for reference beside our own numbers.
@@ -252,14 +254,13 @@ def select_arms(names: Iterable[str] | None = None) -> list[Arm]:
     """The arms called ``names`` (the main six for ``None``), in the order given; ablation arms included."""
     if names is None:
         return list(ARMS.values())
-    known = {**ARMS, **ABLATION_ARMS}
     names = list(names)
-    unknown = [name for name in names if name not in known]
+    unknown = [name for name in names if name not in ALL_ARMS]
     if unknown or not names:
-        raise ValueError(f"unknown arm(s) {unknown or names}; expected some of {', '.join(known)}")
+        raise ValueError(f"unknown arm(s) {unknown or names}; expected some of {', '.join(ALL_ARMS)}")
     if len(set(names)) != len(names):
         raise ValueError(f"arm names repeat in {names}")
-    return [known[name] for name in names]
+    return [ALL_ARMS[name] for name in names]
 
 
 def arm_model_kwargs(arm: Arm, profile: Profile) -> dict[str, Any]:
@@ -313,7 +314,7 @@ def _init_is_current(recorded: dict[str, Any], model_kwargs: dict[str, Any]) -> 
     the package after the run (absent from its record) are taken to have kept the old behaviour."""
     if recorded.get("attention_init") != "impulse":
         return True
-    given = {key: value for key, value in model_kwargs.items() if key in ImpulseOptions.__dataclass_fields__}
+    given = {key: value for key, value in model_kwargs.items() if key in IMPULSE_KWARGS}
     expected = {**asdict(ImpulseOptions()), "kernel_size": recorded.get("kernel_size"), **given}
     return all(expected.get(key) == value for key, value in recorded.items() if key != "attention_init")
 
@@ -509,7 +510,7 @@ def aggregate_runs(
         timing = [path / RUN_TIMING for path in paths]
         best = max(range(len(paths)), key=lambda i: (curves[i][-1], results[i]["top1"]))
         arms[name] = {
-            "description": select_arms([name])[0].description if name in {**ARMS, **ABLATION_ARMS} else name,
+            "description": ALL_ARMS[name].description if name in ALL_ARMS else name,
             "model": results[0]["model"],
             "model_kwargs": results[0]["model_kwargs"],
             "init": results[0]["init"],
@@ -794,7 +795,7 @@ def benchmark_parser() -> argparse.ArgumentParser:
         "--arms",
         nargs="+",
         default=None,
-        choices=(*ARMS, *ABLATION_ARMS),
+        choices=tuple(ALL_ARMS),
         help="default: every arm of the study",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the profile's")
