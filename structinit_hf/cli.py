@@ -1,0 +1,65 @@
+"""How every script runs: a user error ends as one line on stderr and exit status 2, no traceback.
+
+Each script builds its parser, names the function that does the work, and hands both to
+:func:`run_script`, which adds ``--debug``, parses the command line and runs the function::
+
+    from structinit_hf.cli import run_script
+    from structinit_hf.training import train, training_parser
+
+    if __name__ == "__main__":
+        sys.exit(run_script(training_parser(), train))
+
+The function takes the parsed ``argparse.Namespace``; it returns ``None`` or an exit status.
+A user error is any of :data:`USER_ERRORS`: raise :class:`UsageError` (or ``ValueError``) with a message
+that names the bad value and what is allowed; missing files and unreadable data are ``OSError``s, a
+non-finite loss is ``FloatingPointError``.  Everything else (``TypeError``, ``KeyError``, ...) is a bug and
+keeps its traceback.  With ``--debug`` user errors keep theirs too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Callable, Iterable, Sequence
+
+__all__ = ["USAGE_EXIT_STATUS", "USER_ERRORS", "UsageError", "did_you_mean", "run_script"]
+
+USAGE_EXIT_STATUS = 2  # argparse's own status for a bad command line
+
+
+class UsageError(ValueError):
+    """A value the user gave (flag, keyword, file) that cannot work; the message says what is allowed."""
+
+
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, FloatingPointError)
+
+
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
+    """``" (did you mean 'kernel_size'?)"`` for the choice nearest to ``value``, or ``""`` when none is close."""
+    nearest = difflib.get_close_matches(value, list(choices), n=1)
+    return f" (did you mean {nearest[0]!r}?)" if nearest else ""
+
+
+def run_script(
+    parser: argparse.ArgumentParser,
+    function: Callable[[argparse.Namespace], int | None | object],
+    argv: Sequence[str] | None = None,
+) -> int:
+    """Parse ``argv`` (default: the command line) with ``parser`` plus ``--debug`` and call ``function``.
+
+    ``function`` gets the namespace without ``debug``.  Returns the exit status: ``function``'s own when
+    it returns an int, else 0; a user error prints ``error: <message>`` on stderr and returns
+    :data:`USAGE_EXIT_STATUS` (``--debug`` re-raises it).
+    """
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of a user error")
+    args = parser.parse_args(argv)
+    debug = vars(args).pop("debug")  # not the function's flag: results and resume checks never see it
+    try:
+        status = function(args)
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        return USAGE_EXIT_STATUS
+    return status if isinstance(status, int) and not isinstance(status, bool) else 0

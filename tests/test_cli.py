@@ -1,0 +1,65 @@
+"""The scripts' common entry point: user errors are one line and exit status 2, bugs keep their traceback."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from structinit_hf.cli import USAGE_EXIT_STATUS, UsageError, did_you_mean, run_script
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--value", type=int, default=1)
+    return parser
+
+
+def _fails_with(error: BaseException):
+    def function(args: argparse.Namespace) -> None:
+        raise error
+
+    return function
+
+
+@pytest.mark.parametrize(
+    "error",
+    [UsageError("--value 3 is too big; allowed: 1 or 2"), FileNotFoundError(2, "No such file", "x.json")],
+)
+def test_user_error_is_one_line_and_status_2(error, capsys):
+    """Catches a user error escaping as a traceback, or ending with status 0/1 that scripts cannot tell apart."""
+    assert run_script(_parser(), _fails_with(error), []) == USAGE_EXIT_STATUS == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {error}\n"
+    assert "Traceback" not in err
+
+
+def test_debug_shows_the_traceback():
+    """Catches --debug being swallowed: the original exception must propagate."""
+    with pytest.raises(UsageError, match="too big"):
+        run_script(_parser(), _fails_with(UsageError("too big")), ["--debug"])
+
+
+def test_a_bug_keeps_its_traceback():
+    """Catches a catch-all: a TypeError from a programming mistake is not reported as a user error."""
+    with pytest.raises(TypeError):
+        run_script(_parser(), _fails_with(TypeError("bug")), [])
+
+
+def test_function_gets_its_own_flags_only():
+    """Catches --debug leaking into the namespace (it would land in results.json and in resume checks)."""
+    seen = {}
+
+    def function(args: argparse.Namespace) -> int:
+        seen.update(vars(args))
+        return 3
+
+    assert run_script(_parser(), function, ["--value", "5", "--debug"]) == 3
+    assert seen == {"value": 5}
+    assert run_script(_parser(), lambda args: {"top1": 1.0}, []) == 0
+
+
+def test_did_you_mean():
+    """Catches a suggestion that is missing for a typo, or made up for a name that resembles nothing."""
+    assert did_you_mean("kernal_size", ["kernel_size", "seed", "depth"]) == " (did you mean 'kernel_size'?)"
+    assert did_you_mean("zzz", ["kernel_size", "seed"]) == ""
