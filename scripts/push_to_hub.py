@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from structinit_hf.cli import run_script
 from structinit_hf.hub import push_to_hub
 
 
-def main(argv: list[str] | None = None) -> int:
+def push_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", required=True, help="output folder of scripts/train.py (final/ + results.json)")
     parser.add_argument("--repo-id", required=True, help="model repo to create or update, 'namespace/name'")
@@ -23,20 +24,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset-id", default=None, help="Hub id of the dataset when the run read a local copy")
     parser.add_argument("--license", default="apache-2.0", help="license id declared in the card")
     parser.add_argument("--dry-run", action="store_true", help="print files and card; no network call")
-    args = parser.parse_args(argv)
-    try:
-        result = push_to_hub(
-            args.run_dir,
-            args.repo_id,
-            private=args.private,
-            revision=args.revision,
-            dry_run=args.dry_run,
-            dataset_id=args.dataset_id,
-            license=args.license,
-        )
-    except (FileNotFoundError, ValueError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    return parser
+
+
+def publish(args: argparse.Namespace) -> None:
+    result = push_to_hub(
+        args.run_dir,
+        args.repo_id,
+        private=args.private,
+        revision=args.revision,
+        dry_run=args.dry_run,
+        dataset_id=args.dataset_id,
+        license=args.license,
+    )
     for path, size in result.files.items():
         print(f"{size:>12,d}  {path}")
     if result.commit_url is None:
@@ -44,7 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         print(result.card)
     else:
         print(f"\n{result.commit_message}\n{result.commit_url}")
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_script(push_parser(), publish, argv)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ checkpoint, results file or picture.  What is written gets the permissions of an
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -15,7 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["replace_folder", "write_file", "write_json", "write_text"]
+__all__ = [
+    "aside_path",
+    "delete_folder",
+    "recover_folder",
+    "replace_folder",
+    "swap_in_folder",
+    "write_file",
+    "write_json",
+    "write_text",
+]
 
 
 def _ordinary_mode(is_folder: bool) -> int:
@@ -51,29 +61,79 @@ def write_json(path: str | os.PathLike, record: dict[str, Any]) -> Path:
 
 
 def replace_folder(out_dir: str | os.PathLike, write: Callable[[Path], object]) -> Path:
-    """Call ``write`` on a new temporary folder beside ``out_dir``, then swap it in for ``out_dir``.
+    """Call ``write`` on a new temporary folder beside ``out_dir``, then :func:`swap_in_folder` it.
 
-    An existing ``out_dir`` is moved aside first and deleted only once the new folder is in place;
-    if ``write`` fails, the temporary folder is removed and ``out_dir`` is untouched.
+    If ``write`` fails, the temporary folder is removed and ``out_dir`` is untouched; what a kill left
+    of an earlier call (its temporary folder, a half-done swap) is cleaned up first.
     """
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    recover_folder(out_dir)
+    for leftover in out_dir.parent.glob(f".{glob.escape(out_dir.name)}.partial-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     try:
         write(staging)
         staging.chmod(_ordinary_mode(is_folder=True))
-        if out_dir.exists():
-            stale = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent)) / out_dir.name
-            os.replace(out_dir, stale)
-            try:
-                os.replace(staging, out_dir)
-            except BaseException:
-                os.replace(stale, out_dir)
-                raise
-            shutil.rmtree(stale.parent)
-        else:
-            os.replace(staging, out_dir)
+        return swap_in_folder(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return out_dir
+
+
+def aside_path(target: str | os.PathLike) -> Path:
+    """Where :func:`swap_in_folder` keeps the previous ``target`` until the new one is in place."""
+    target = Path(target)
+    return target.with_name(f".{target.name}.old")
+
+
+def swap_in_folder(new: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Rename the complete folder ``new`` to ``target``; an existing ``target`` is deleted only afterwards.
+
+    The previous ``target`` waits at :func:`aside_path` between the two renames.  A kill there leaves no
+    ``target``; :func:`recover_folder` (called here first, and by readers of ``target``) puts it back.
+    """
+    new, target = Path(new), Path(target)
+    recover_folder(target)
+    aside = aside_path(target)
+    if target.exists():
+        os.replace(target, aside)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        if aside.exists():
+            os.replace(aside, target)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+    return target
+
+
+def delete_folder(path: str | os.PathLike) -> None:
+    """Delete the folder ``path`` so that it is never seen half-deleted: renamed away first, then removed.
+
+    A kill during the removal leaves only a hidden ``.<name>.deleted-*`` folder, which the next call for
+    the same ``path`` removes.
+    """
+    path = Path(path)
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.deleted-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    if path.exists():
+        doomed = Path(tempfile.mkdtemp(prefix=f".{path.name}.deleted-", dir=path.parent))
+        os.replace(path, doomed / path.name)
+        shutil.rmtree(doomed)
+
+
+def recover_folder(target: str | os.PathLike) -> Path:
+    """Undo what a kill inside :func:`swap_in_folder` left beside ``target``; return ``target``.
+
+    Without ``target``, its previous version (at :func:`aside_path`) is put back; with it, the swap had
+    finished and the aside copy is deleted.
+    """
+    target = Path(target)
+    aside = aside_path(target)
+    if aside.exists():
+        if target.exists():
+            shutil.rmtree(aside)
+        else:
+            os.replace(aside, target)
+    return target

@@ -23,7 +23,9 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.errors import HfHubHTTPError
 
+from .atomic import replace_folder
 from .cards import build_model_card, count_parameters, read_results
+from .cli import UsageError
 
 __all__ = [
     "ATTENTION_IMAGE",
@@ -99,7 +101,7 @@ def stage_repo_folder(
 ) -> Path:
     """Write the exact folder that :func:`push_to_hub` uploads for ``run_dir`` into ``out_dir`` (new or empty).
 
-    The folder is assembled next to ``out_dir`` and renamed into place once complete.
+    The folder is assembled next to ``out_dir`` and swapped in once complete (``atomic.replace_folder``).
     """
     run = find_run_files(run_dir)
     out_dir = Path(out_dir)
@@ -116,19 +118,15 @@ def stage_repo_folder(
         license=license,
         attention_image=ATTENTION_IMAGE if run.attention_image else None,
     )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        shutil.copytree(run.checkpoint_dir, partial, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copy2(run.results, partial / RESULTS_FILE)
+
+    def write(folder: Path) -> None:
+        shutil.copytree(run.checkpoint_dir, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy2(run.results, folder / RESULTS_FILE)
         if run.attention_image:
-            shutil.copy2(run.attention_image, partial / ATTENTION_IMAGE)
-        card.save(partial / CARD_FILE)
-        partial.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    return out_dir
+            shutil.copy2(run.attention_image, folder / ATTENTION_IMAGE)
+        card.save(folder / CARD_FILE)
+
+    return replace_folder(out_dir, write)
 
 
 def _refuse_secrets(folder: Path, tokens: set[str | None]) -> None:
@@ -183,7 +181,7 @@ def push_to_hub(
         if dry_run:
             return PushResult(repo_id, files, card, commit_message, None)
         if hf_constants.is_offline_mode():
-            raise RuntimeError("HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it, or use a dry run")
+            raise UsageError("HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it, or use a dry run")
         api = HfApi(endpoint=endpoint)
         try:
             api.create_repo(repo_id, private=True if private else None, exist_ok=True)
@@ -199,7 +197,7 @@ def push_to_hub(
         except HfHubHTTPError as err:
             status = err.response.status_code if err.response is not None else "no response"
             hint = " Check HF_TOKEN (a write token for this namespace)." if status in (401, 403) else ""
-            raise RuntimeError(
+            raise ConnectionError(
                 f"uploading {run.run_dir} to {api.endpoint}/{repo_id} failed (HTTP {status}) before the commit "
                 f"completed; the run folder is unchanged, rerun the same command to retry.{hint}\n{err}"
             ) from err

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from structinit_hf.atomic import replace_folder, write_file, write_json, write_text
+from structinit_hf.atomic import (
+    aside_path,
+    delete_folder,
+    recover_folder,
+    replace_folder,
+    swap_in_folder,
+    write_file,
+    write_json,
+    write_text,
+)
 
 
 def ordinary(mode: int) -> int:
@@ -45,3 +54,52 @@ def test_folder_is_swapped_in_whole_or_not_at_all(tmp_path: Path) -> None:
     replace_folder(target, lambda folder: write_text(folder / "weights", "v2"))
     assert (target / "weights").read_text() == "v2"
     assert [p.name for p in tmp_path.iterdir()] == ["final"]
+
+
+def test_kill_between_the_two_renames_is_recovered(tmp_path: Path) -> None:
+    """Catches a swap that a kill can leave with no folder at all: the previous version must come back.
+
+    The state is the one a SIGKILL between "move the old folder aside" and "rename the new one in" leaves.
+    """
+    target = tmp_path / "epoch_0002"
+    aside = aside_path(target)
+    aside.mkdir()
+    (aside / "weights").write_text("v1")
+    new = tmp_path / ".epoch_0002.tmp"
+    new.mkdir()
+    (new / "weights").write_text("v2")
+    assert (recover_folder(target) / "weights").read_text() == "v1"
+    assert not aside.exists()
+    swap_in_folder(new, target)
+    assert (target / "weights").read_text() == "v2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch_0002"]
+
+
+def test_kill_after_the_swap_keeps_the_new_folder(tmp_path: Path) -> None:
+    """Catches recovery that puts an old folder back over a finished swap (the kill hit the final delete)."""
+    target = tmp_path / "final"
+    replace_folder(target, lambda folder: write_text(folder / "weights", "v2"))
+    aside = aside_path(target)
+    aside.mkdir()
+    (aside / "weights").write_text("half-deleted v1")
+    replace_folder(target, lambda folder: write_text(folder / "weights", "v3"))
+    assert (target / "weights").read_text() == "v3"
+    assert [p.name for p in tmp_path.iterdir()] == ["final"]
+
+
+def test_leftovers_of_a_killed_write_are_removed(tmp_path: Path) -> None:
+    """Catches staging folders of killed writes piling up beside the target forever."""
+    (tmp_path / ".final.partial-abc123").mkdir()
+    replace_folder(tmp_path / "final", lambda folder: write_text(folder / "weights", "v1"))
+    assert [p.name for p in tmp_path.iterdir()] == ["final"]
+
+
+def test_delete_folder_cleans_up_after_a_killed_delete(tmp_path: Path) -> None:
+    """Catches what a kill during an earlier delete left (the renamed-away folder) staying forever."""
+    folder = tmp_path / "epoch_0001"
+    folder.mkdir()
+    (folder / "weights").write_text("v1")
+    (tmp_path / ".epoch_0001.deleted-xyz").mkdir()  # what a kill during an earlier delete left
+    delete_folder(folder)
+    assert list(tmp_path.iterdir()) == []
+    delete_folder(folder)  # deleting what is gone is not an error

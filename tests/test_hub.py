@@ -29,6 +29,7 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 from PIL import Image
 from test_cards import CIFAR10_LABELS, TINY, write_run
 
+from structinit_hf.cli import UsageError
 from structinit_hf.hub import push_to_hub, stage_repo_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,7 +153,7 @@ def test_dry_run_makes_no_request(trained, online, tmp_path, monkeypatch):
     assert not list(online.iterdir())
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)  # a dry run needs no network; a push says so offline
     assert push_to_hub(run_dir, REPO_ID, dry_run=True).files == result.files
-    with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE is set"):
+    with pytest.raises(UsageError, match="HF_HUB_OFFLINE is set"):
         push_to_hub(run_dir, REPO_ID)
 
 
@@ -160,7 +161,7 @@ def test_unauthorized_push_fails_clearly_and_leaves_nothing(trained, online, no_
     run_dir, *_ = trained
     before = _tree(run_dir)
     monkeypatch.setenv("HF_TOKEN", "hf_wrong_token")
-    with FakeHub(token=TOKEN) as hub, pytest.raises(RuntimeError, match="HTTP 401") as info:
+    with FakeHub(token=TOKEN) as hub, pytest.raises(ConnectionError, match="HTTP 401") as info:
         push_to_hub(run_dir, REPO_ID, endpoint=hub.url)
     assert "HF_TOKEN" in str(info.value) and "hf_wrong_token" not in str(info.value)
     assert hub.commits == [] and hub.repos == {}
@@ -171,7 +172,7 @@ def test_server_error_during_commit_then_retry_succeeds(trained, online, no_xet,
     run_dir, *_ = trained
     with FakeHub(token=TOKEN) as hub:
         hub.fail_commits = True
-        with pytest.raises(RuntimeError, match="HTTP 500") as info:
+        with pytest.raises(ConnectionError, match="HTTP 500") as info:
             push_to_hub(run_dir, REPO_ID, endpoint=hub.url)
         assert "rerun the same command" in str(info.value)
         assert hub.commits == [] and hub.files(REPO_ID) == {}
@@ -198,11 +199,13 @@ def test_incomplete_run_is_refused(tmp_path, capsys, remove, message):
     run_dir, _ = write_run(tmp_path / "run")
     for name in remove:
         (run_dir / name).unlink()
+    capsys.readouterr()  # what writing the run printed
     with pytest.raises(FileNotFoundError, match=message) as info:
         push_to_hub(run_dir, REPO_ID, dry_run=True)
     assert str(run_dir) in str(info.value)
-    assert _script_main()(["--run-dir", str(run_dir), "--repo-id", REPO_ID, "--dry-run"]) == 1
-    assert message in capsys.readouterr().err
+    assert _script_main()(["--run-dir", str(run_dir), "--repo-id", REPO_ID, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_token_never_written_or_logged(trained, tmp_path, monkeypatch, capsys, caplog):
