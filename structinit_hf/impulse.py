@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 __all__ = [
     "PSEUDO_INPUTS",
+    "SHIFT_ORDERS",
     "SOLVERS",
     "attention_maps",
     "complement_basis",
@@ -36,7 +37,10 @@ __all__ = [
 ]
 
 PSEUDO_INPUTS = ("sincos", "uniform", "gaussian", "sincos+uniform", "sincos+gaussian")
-SOLVERS = ("svd", "adam")
+SOLVERS = ("svd", "adam", "pinv")
+SHIFT_ORDERS = ("random", "centre-first")
+# the authors' NeurIPS 2025 code gives head i the cell CENTRE_FIRST_CELLS[i % 9] of the 3x3 window (row-major)
+CENTRE_FIRST_CELLS = (4, 1, 5, 3, 7, 0, 2, 6, 8)
 _RCOND_STEPS = (0.1, 0.05, 0.03, 0.01, 3e-3, 1e-3, 1e-4)
 _CHECK_HIT_RATE = 0.9  # share of valid rows that must peak on target, on the pseudo input and each check input
 LAYER_NORM_EPS = 1e-6  # timm's ViT LayerNorm eps, so the pseudo input matches what a block sees
@@ -72,16 +76,30 @@ def validate_kernel_size(kernel_size: int, grid_size: int | Sequence[int]) -> No
 
 
 def impulse_shifts(
-    num_heads: int, kernel_size: int, seed: int = 0, grid_size: int | Sequence[int] | None = None
+    num_heads: int,
+    kernel_size: int,
+    seed: int = 0,
+    grid_size: int | Sequence[int] | None = None,
+    order: str = "random",
 ) -> torch.Tensor:
-    """One ``(dy, dx)`` shift per head, drawn uniformly from the ``k x k`` window around zero.
+    """One ``(dy, dx)`` shift per head from the ``k x k`` window around zero.
 
+    ``order="random"`` draws each head's cell uniformly (the paper); ``"centre-first"`` is the authors'
+    NeurIPS 2025 code: head ``i`` takes cell :data:`CENTRE_FIRST_CELLS` ``[i % 9]`` of the 3x3 window
+    (the centre, then up, right, left, down, then the corners), whatever the seed; it needs ``k = 3``.
     Returns an int64 tensor of shape ``(num_heads, 2)`` with entries in ``[-(k // 2), k // 2]``.
     """
     if num_heads < 1:
         raise ValueError(f"num_heads must be >= 1, got {num_heads}")
+    if order not in SHIFT_ORDERS:
+        raise ValueError(f"unknown shift order {order!r}; expected one of {', '.join(SHIFT_ORDERS)}")
     validate_kernel_size(kernel_size, grid_size if grid_size is not None else kernel_size)
-    index = torch.randint(0, kernel_size * kernel_size, (num_heads,), generator=_generator(seed))
+    if order == "centre-first":
+        if kernel_size != 3:
+            raise ValueError(f"shift order 'centre-first' is defined for kernel_size 3 only, got {kernel_size}")
+        index = torch.tensor([CENTRE_FIRST_CELLS[head % 9] for head in range(num_heads)])
+    else:
+        index = torch.randint(0, kernel_size * kernel_size, (num_heads,), generator=_generator(seed))
     half = kernel_size // 2
     return torch.stack([index // kernel_size - half, index % kernel_size - half], dim=1)
 
@@ -227,7 +245,7 @@ def solve_qk(
     method: Literal["svd", "adam"] = "svd",
     *,
     grid_size: int | Sequence[int] | None = None,
-    sharpness: float = 0.7,
+    sharpness: float | None = 0.7,
     basis: torch.Tensor | None = None,
     check_inputs: torch.Tensor | None = None,
     null_keys: int = 0,
@@ -235,6 +253,7 @@ def solve_qk(
     steps: int = 10_000,
     lr: float = 1e-4,
     norm_every: int = 100,
+    qk_frobenius: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Solve query/key weights ``Q, K`` (each ``heads x D x head_dim``) for impulse targets.
 
@@ -260,12 +279,22 @@ def solve_qk(
     MSE between ``softmax(X Q K^T X^T / sqrt(head_dim))`` and the target, from a uniform start, with
     every column of Q and K reset to the initial mean column norm each ``norm_every`` steps.
 
+    ``method="pinv"`` is the closed form of the authors' NeurIPS 2025 code (arXiv 2505.19985): logit
+    target 1000 on the impulse and ``3 * N(0, 0.6^2)`` noise (truncated to +-2) on every other key,
+    projected through the rank-``head_dim`` pseudo-inverse of ``x``, factored by an SVD with the
+    singular values split evenly, and each head's Q and K scaled to unit Frobenius norm.
+
+    ``qk_frobenius > 0`` then rescales each head's Q and K to that Frobenius norm, whatever the solver
+    (and replaces the sharpness bisection of ``"svd"``).
+
     Deterministic for a given ``seed``; computed on ``x.device`` and returned in ``x.dtype``.
     """
     if method not in SOLVERS:
         raise ValueError(f"unknown solver {method!r}; expected one of {', '.join(SOLVERS)}")
-    if not 0.0 < sharpness < 1.0:
+    if method == "svd" and not qk_frobenius and not (sharpness is not None and 0.0 < sharpness < 1.0):
         raise ValueError(f"sharpness is the attention mass on the target and must be in (0, 1), got {sharpness}")
+    if qk_frobenius < 0:
+        raise ValueError(f"qk_frobenius is a norm per head: >= 0 (0: the solver's own scale), got {qk_frobenius}")
     n, dim = x.shape
     if targets.dim() != 3 or targets.shape[1:] != (n, n):
         raise ValueError(
@@ -289,9 +318,15 @@ def solve_qk(
             checks = torch.cat([checks, check_inputs.to(device=device, dtype=torch.float32) @ basis])
         logits = impulse_logit_targets(grid_size, targets)
         q, k = _closed_form(xb, logits, targets, head_dim, checks, null_keys)
-        q, k = _set_sharpness(xb, targets, q, k, sharpness, null_keys)
+        if not qk_frobenius:
+            q, k = _set_sharpness(xb, targets, q, k, sharpness, null_keys)
+    elif method == "pinv":
+        q, k = _pinv_reference(xb, targets, head_dim, seed=seed)
     else:
         q, k = _adam_reference(xb, targets, head_dim, seed=seed, steps=steps, lr=lr, norm_every=norm_every)
+    if qk_frobenius:
+        q = q * (qk_frobenius / q.flatten(1).norm(dim=1).clamp_min(1e-12)).view(-1, 1, 1)
+        k = k * (qk_frobenius / k.flatten(1).norm(dim=1).clamp_min(1e-12)).view(-1, 1, 1)
     return (basis @ q).to(dtype), (basis @ k).to(dtype)
 
 
@@ -411,3 +446,23 @@ def _adam_reference(
     q = (2 * torch.rand(heads, dim, head_dim, generator=generator) - 1) * bound
     k = (2 * torch.rand(heads, dim, head_dim, generator=generator) - 1) * bound
     return _adam_fit(xb, targets, q.to(xb.device), k.to(xb.device), steps=steps, lr=lr, norm_every=norm_every)
+
+
+def _pinv_reference(
+    xb: torch.Tensor, targets: torch.Tensor, head_dim: int, *, seed: int, peak: float = 1000.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The authors' NeurIPS 2025 closed form; each head's Q and K come out with unit Frobenius norm."""
+    noise = torch.empty(targets.shape, dtype=torch.float64)
+    torch.nn.init.trunc_normal_(noise, std=0.6, a=-2.0, b=2.0, generator=_generator(seed))
+    logits = peak * targets.double().cpu() + 3.0 * noise * (targets.cpu() == 0)
+    x = xb.double().cpu()
+    u, s, vh = torch.linalg.svd(x, full_matrices=False)  # pinv of rank head_dim: V_r S_r^-1 U_r^T
+    rank = min(head_dim, s.shape[0])
+    x_pinv = vh[:rank].T @ (u[:, :rank] / s[:rank]).T
+    p, sa, rh = torch.linalg.svd(x_pinv @ logits @ x_pinv.T)
+    root = sa[:, :rank].sqrt().unsqueeze(-2)
+    q = F.pad(p[..., :rank] * root, (0, head_dim - rank))
+    k = F.pad(rh[:, :rank].transpose(-1, -2) * root, (0, head_dim - rank))
+    q = q / q.flatten(1).norm(dim=1).view(-1, 1, 1)
+    k = k / k.flatten(1).norm(dim=1).view(-1, 1, 1)
+    return q.to(device=xb.device, dtype=torch.float32), k.to(device=xb.device, dtype=torch.float32)

@@ -10,64 +10,169 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
 from . import impulse
-from .impulse import PSEUDO_INPUTS, SOLVERS
+from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS, SOLVERS
 from .mimetic import mimetic_qk, mimetic_vo
 
-__all__ = ["INIT_METHODS", "ImpulseOptions", "apply_structured_init", "impulse_block_targets", "vit_layout"]
+__all__ = [
+    "INIT_METHODS",
+    "PRESETS",
+    "PROJECT_DEFAULTS",
+    "ImpulseOptions",
+    "apply_structured_init",
+    "impulse_block_targets",
+    "vit_layout",
+]
 
 INIT_METHODS = ("impulse", "mimetic", "default")
 VALUE_INITS = ("default", "mimetic")  # what impulse init does to the value/output projections
+
+
+# This project's own construction: the closed-form solve of :func:`~structinit_hf.impulse.solve_qk`.
+PROJECT_DEFAULTS: dict[str, Any] = dict(
+    kernel_size=3,
+    seed=0,
+    pseudo_input="sincos",
+    sharpness=0.7,
+    solver="svd",
+    per_layer=True,
+    suppress_content=True,
+    patch_embed_scale=1.0,
+    value_init="default",
+    shift_order="random",
+    qk_frobenius=0.0,
+    position_scale=1.0,
+)
+# What each preset fixes; the options it leaves out take PROJECT_DEFAULTS.  ``sharpness=None``: not used.
+PRESETS: dict[str, dict[str, Any]] = {
+    "structinit": {},
+    # arXiv 2404.01139, osiriszjq/structured_init: Adam on the softmax MSE from a uniform start, Q/K columns held
+    # at the start's norm, random shifts, one solution for every block, everything else as timm draws it
+    "v1": dict(
+        pseudo_input="sincos",
+        sharpness=None,
+        solver="adam",
+        per_layer=False,
+        suppress_content=False,
+        patch_embed_scale=1.0,
+        value_init="default",
+        shift_order="random",
+        qk_frobenius=0.0,
+        position_scale=1.0,
+    ),
+    # arXiv 2505.19985, osiriszjq/structured_initialization: position code x18, pseudo-inverse closed form, each
+    # head's Q and K at Frobenius norm 7, centre-first 3x3 shifts (the same in every block, the target noise
+    # drawn per block), mimetic-style value/output (alpha = beta = 0.4)
+    "v2": dict(
+        kernel_size=3,
+        pseudo_input="sincos",
+        sharpness=None,
+        solver="pinv",
+        per_layer=True,
+        suppress_content=False,
+        patch_embed_scale=1.0,
+        value_init="mimetic",
+        shift_order="centre-first",
+        qk_frobenius=7.0,
+        position_scale=18.0,
+    ),
+}
 
 
 @dataclass(frozen=True)
 class ImpulseOptions:
     """The impulse initialization's settings; every registered model and config carries these.
 
+    An option left at ``None`` takes its preset's value, else this project's default
+    (:data:`PROJECT_DEFAULTS`); an option a preset fixes may be given only with the preset's value.
+
     Attributes:
+        preset: ``"structinit"`` (this project's construction, every option free), ``"v1"`` (the
+            paper's first version, arXiv 2404.01139: Adam, 10,000 steps) or ``"v2"`` (the NeurIPS 2025
+            version, arXiv 2505.19985). Reproduced from the facts of the authors' code, not copied. What
+            differs: v1's Adam runs on this package's sin-cos code and LayerNorm (eps 1e-6, the
+            authors' 1e-5); v2's mimetic value/output draw ``Z`` from a Gaussian (the authors' from a
+            uniform of the same variance) and v2 scales this package's fixed sin-cos position embedding
+            by 18 (the authors scale whatever position embedding the model has, learned by default).
         kernel_size: odd window size ``k``; each head's shift is drawn from the ``k x k`` window.
-        seed: seeds the shifts (and the noise of noisy pseudo inputs).
+        seed: seeds the shifts (and the noise of noisy pseudo inputs and of v2's targets).
         pseudo_input: the solver's input, one of :data:`~structinit_hf.impulse.PSEUDO_INPUTS`.
-        sharpness: mean attention mass on the target that the solved heads reach on the pseudo input.
-        solver: ``"svd"`` (closed form, default) or ``"adam"`` (the paper's 10,000-step recipe).
-        per_layer: solve each block with fresh shifts (default: it trained best in the small-data
-            ablation) instead of copying one solution to all blocks.
+        sharpness: mean attention mass on the target that ``"svd"`` heads reach on the pseudo input
+            (``None`` where the preset's solver does not use it).
+        solver: ``"svd"`` (closed form, default), ``"adam"`` (v1's 10,000-step recipe) or ``"pinv"`` (v2's
+            closed form); see :func:`~structinit_hf.impulse.solve_qk`.
+        per_layer: solve each block anew (fresh shifts for random order) instead of copying one solution.
         suppress_content: confine Q/K to directions the patch embedding (and prefix tokens) cannot
             reach at init, so image content does not wash out the pattern on real images.
-        patch_embed_scale: factor on the patch embedding's initial weights; below 1 the position code
-            dominates each token's LayerNorm at init, which keeps the pattern on real images but trains
-            worse (the small-data ablation), hence 1.
-        value_init: ``"default"`` leaves the value and output projections as the model drew them (the
-            paper); ``"mimetic"`` gives them mimetic init's ``W_v W_proj ~ a Z - b I``, which trained better
-            in the small-data ablation but wipes the impulse pattern out of every block after the first
-            (the ``- b I`` term mixes each token's attended neighbour into the position code).
+        patch_embed_scale: factor on the patch embedding's initial weights.
+        value_init: ``"default"`` leaves the value and output projections as the model drew them (v1);
+            ``"mimetic"`` gives them mimetic init's ``W_v W_proj ~ a Z - b I`` (v2).
+        shift_order: ``"random"`` (v1) or ``"centre-first"`` (v2's fixed order of 3x3 cells).
+        qk_frobenius: if > 0, each head's Q and K are rescaled to this Frobenius norm after the solve (v2: 7);
+            0 keeps the solver's own scale (``"svd"``: ``sharpness``).
+        position_scale: factor on the sin-cos position code the model adds to its patch tokens (v2: 18);
+            the pseudo input is its LayerNorm, so the solve does not change, only how much position
+            outweighs image content in each token at init.
     """
 
-    kernel_size: int = 3
-    seed: int = 0
-    pseudo_input: str = "sincos"
-    sharpness: float = 0.7
-    solver: str = "svd"
-    per_layer: bool = True
-    suppress_content: bool = True
-    patch_embed_scale: float = 1.0
-    value_init: str = "default"
+    preset: str = "structinit"
+    kernel_size: int | None = None
+    seed: int | None = None
+    pseudo_input: str | None = None
+    sharpness: float | None = None
+    solver: str | None = None
+    per_layer: bool | None = None
+    suppress_content: bool | None = None
+    patch_embed_scale: float | None = None
+    value_init: str | None = None
+    shift_order: str | None = None
+    qk_frobenius: float | None = None
+    position_scale: float | None = None
 
     def __post_init__(self) -> None:
-        if self.value_init not in VALUE_INITS:
-            raise ValueError(f"unknown value_init {self.value_init!r}; expected one of {', '.join(VALUE_INITS)}")
-        if self.pseudo_input not in PSEUDO_INPUTS:
-            raise ValueError(f"unknown pseudo_input {self.pseudo_input!r}; expected one of {', '.join(PSEUDO_INPUTS)}")
-        if self.solver not in SOLVERS:
-            raise ValueError(f"unknown solver {self.solver!r}; expected one of {', '.join(SOLVERS)}")
+        if self.preset not in PRESETS:
+            raise ValueError(f"unknown impulse preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
+        fixed = PRESETS[self.preset]
+        clashes = [
+            f"{name}={getattr(self, name)!r} (it fixes {value!r})"
+            for name, value in fixed.items()
+            if getattr(self, name) is not None and getattr(self, name) != value
+        ]
+        if clashes:
+            raise ValueError(
+                f"impulse preset {self.preset!r} fixes {', '.join(clashes)}; drop those options, or use "
+                "preset='structinit' to set them freely"
+            )
+        for name, default in PROJECT_DEFAULTS.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, fixed.get(name, default))
+        self._validate()
+
+    def _validate(self) -> None:
+        choices = (
+            ("value_init", VALUE_INITS),
+            ("pseudo_input", PSEUDO_INPUTS),
+            ("solver", SOLVERS),
+            ("shift_order", SHIFT_ORDERS),
+        )
+        for name, allowed in choices:
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; expected one of {', '.join(allowed)}")
         if not self.patch_embed_scale > 0:
             raise ValueError(f"patch_embed_scale must be > 0, got {self.patch_embed_scale}")
-        if not 0.0 < self.sharpness < 1.0:
+        if not self.position_scale > 0:
+            raise ValueError(f"position_scale must be > 0, got {self.position_scale}")
+        if not self.qk_frobenius >= 0:
+            raise ValueError(f"qk_frobenius must be >= 0 (0: the solver's own scale), got {self.qk_frobenius}")
+        if self.sharpness is not None and not 0.0 < self.sharpness < 1.0:
             raise ValueError(f"sharpness must be in (0, 1), got {self.sharpness}")
+        if self.sharpness is None and self.solver == "svd" and not self.qk_frobenius:
+            raise ValueError("solver 'svd' needs a sharpness in (0, 1) or a qk_frobenius > 0")
         if (
             isinstance(self.kernel_size, bool)
             or not isinstance(self.kernel_size, int)
@@ -75,6 +180,8 @@ class ImpulseOptions:
             or self.kernel_size % 2 == 0
         ):
             raise ValueError(f"kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {self.kernel_size!r}")
+        if self.shift_order == "centre-first" and self.kernel_size != 3:
+            raise ValueError(f"shift_order 'centre-first' needs kernel_size 3, got {self.kernel_size}")
 
 
 @dataclass
@@ -261,6 +368,16 @@ def _content_samples(layout: ViTLayout, code: torch.Tensor, seed: int, samples: 
     return torch.nn.functional.layer_norm(code + content, (layout.dim,), eps=impulse.LAYER_NORM_EPS)
 
 
+def _block_shifts(layout: ViTLayout, options: ImpulseOptions) -> list[torch.Tensor]:
+    """The ``(dy, dx)`` shift of every head, per block (one draw for all blocks unless ``per_layer``)."""
+    num_heads = layout.attentions[0].num_heads
+    seeds = [options.seed + i if options.per_layer else options.seed for i in range(len(layout.attentions))]
+    return [
+        impulse.impulse_shifts(num_heads, options.kernel_size, seed, layout.grid_size, options.shift_order)
+        for seed in seeds
+    ]
+
+
 def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
     device = layout.patch_weight.device
     heads = {(slot.num_heads, slot.head_dim) for slot in layout.attentions}
@@ -271,6 +388,7 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
     impulse.validate_kernel_size(options.kernel_size, grid)
     # the solve assumes the positional part of the pseudo input is the model's position embedding
     code = impulse.pseudo_input(grid, layout.dim, options.pseudo_input.split("+")[0], options.seed, normalize=False)
+    code = code * options.position_scale
     if layout.write_position_code is not None:
         layout.write_position_code(code)
     with torch.no_grad():
@@ -281,11 +399,10 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
         basis = _content_basis(layout).to(device)
         checks = _content_samples(layout, code, options.seed).to(device)
 
-    def solve(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        targets = impulse.impulse_targets(grid, impulse.impulse_shifts(num_heads, options.kernel_size, seed, grid))
+    def solve(index: int, shifts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return impulse.solve_qk(
             x,
-            targets,
+            impulse.impulse_targets(grid, shifts),
             head_dim,
             options.solver,
             grid_size=grid,
@@ -293,12 +410,14 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
             basis=basis,
             check_inputs=checks,
             null_keys=len(layout.prefix_tokens) if options.suppress_content else 0,
-            seed=seed,
+            seed=options.seed + index,
+            qk_frobenius=options.qk_frobenius,
         )
 
-    shared = None if options.per_layer else solve(options.seed)
-    for index, slot in enumerate(layout.attentions):
-        slot.write_qk(*(solve(options.seed + index) if options.per_layer else shared))
+    block_shifts = _block_shifts(layout, options)
+    shared = None if options.per_layer else solve(0, block_shifts[0])
+    for index, (slot, shifts) in enumerate(zip(layout.attentions, block_shifts, strict=True)):
+        slot.write_qk(*(solve(index, shifts) if options.per_layer else shared))
     if options.value_init == "mimetic":
         _apply_mimetic_vo(layout, options.seed)
 
@@ -309,15 +428,8 @@ def impulse_block_targets(model: nn.Module, **options) -> list[torch.Tensor]:
     Recomputes the shifts :func:`apply_structured_init` draws, so a model's attention can be
     checked against them (tests, benchmarks, pictures).
     """
-    layout, opts = vit_layout(model), ImpulseOptions(**options)
-    num_heads = layout.attentions[0].num_heads
-    seeds = [opts.seed + i if opts.per_layer else opts.seed for i in range(len(layout.attentions))]
-    return [
-        impulse.impulse_targets(
-            layout.grid_size, impulse.impulse_shifts(num_heads, opts.kernel_size, s, layout.grid_size)
-        )
-        for s in seeds
-    ]
+    layout = vit_layout(model)
+    return [impulse.impulse_targets(layout.grid_size, s) for s in _block_shifts(layout, ImpulseOptions(**options))]
 
 
 def _layer_seed(seed: int, index: int) -> int:

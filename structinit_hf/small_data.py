@@ -92,6 +92,8 @@ ARMS: dict[str, Arm] = {
         Arm("mimetic", "mimetic", "vit_tiny_mimetic", {}, "mimetic"),
         Arm("impulse3", "impulse 3x3", "vit_tiny_impulse3", {}, "impulse3"),
         Arm("impulse5", "impulse 5x5", "vit_tiny_impulse5", {}, "impulse5"),
+        Arm("v1", "impulse 3x3, the authors' v1 (Adam, arXiv 2404.01139)", "vit_tiny_impulse3", {"preset": "v1"}),
+        Arm("v2", "impulse 3x3, the authors' v2 (NeurIPS 2025)", "vit_tiny_impulse3", {"preset": "v2"}),
         Arm("convit", "ConViT-Tiny (GPSA, architectural peer)", "convit_tiny_patch2_32", {}, None),
     )
 }
@@ -160,8 +162,28 @@ ABLATION_ARMS: dict[str, Arm] = {
         ),
     )
 }
+# The patch-2 diagnosis (issue 11): today's impulse defaults with one of v2's choices each, on the cpu-proxy profile.
+DIAGNOSIS_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm(
+            "impulse3-qkfro7",
+            "impulse 3x3, Q/K at Frobenius norm 7 per head (v2's scale)",
+            "vit_tiny_impulse3",
+            {"qk_frobenius": 7.0},
+        ),
+        Arm("impulse3-pos18", "impulse 3x3, position code x18 (v2's)", "vit_tiny_impulse3", {"position_scale": 18.0}),
+        Arm(
+            "impulse3-mimeticvo",
+            "impulse 3x3, mimetic value/output (v2's)",
+            "vit_tiny_impulse3",
+            {"value_init": "mimetic"},
+        ),
+        Arm("impulse3-free", "impulse 3x3, content not suppressed", "vit_tiny_impulse3", {"suppress_content": False}),
+    )
+}
 ABLATION_REFERENCES = ("default", "mimetic", "impulse3")
-ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS}  # every arm --arms accepts
+ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS, **DIAGNOSIS_ARMS}  # every arm --arms accepts
 STUDIES = ("main", "ablation")
 
 # The paper's Table 2 (top-1 %, ViT-Tiny, 200 epochs), for reference beside our own numbers.
@@ -214,6 +236,44 @@ PROFILES: dict[str, Profile] = {
         "batch 64 with 1 warm-up epoch; the rest is the paper's recipe (AdamW lr 1e-3, wd 0.01, RandAugment m9, "
         "label smoothing 0.1, clip 3). Two runs at a time, one thread each. Planned from ~53 images/s measured per "
         "single-thread run on the busy machine (40 assumed): about 90 minutes for 6 arms x 2 seeds.",
+    ),
+    "cpu-proxy": Profile(
+        name="cpu-proxy",
+        datasets={"cifar10": BenchmarkDataset("../shared/data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
+        architecture={"img_size": 16, "patch_size": 2, "depth": 12, "embed_dim": 48, "num_heads": 3},
+        recipe={
+            "epochs": 10,
+            "batch_size": 256,
+            "warmup_epochs": 1,
+            "weight_decay": 0.05,
+            "aa": "none",
+            "scale": (0.35, 1.0),
+            "max_train_samples": 25_000,
+            "val_split": 0.02,
+            "keep_checkpoints": 1,
+        },
+        seeds=(0, 1),
+        table_epochs=(3, 6),
+        jobs=2,
+        notes="The paper's token (patch 2: 12 pixel values per token) on a 2-core CPU: full CIFAR-10 images resized to "
+        "16 px (8 x 8 tokens), ViT depth 12, width 48, 3 heads; 10 epochs of 25,000 training images (2% held out for "
+        "validation), all 10,000 test images scored; batch 256, AdamW lr 1e-3 wd 0.05, 1 warm-up epoch, crop + flip "
+        "without RandAugment, label smoothing 0.1, clip 3. Two runs at a time, one thread each. The patch-2 token, "
+        "not the token count, is what made impulse init trail at paper scale (../shared/DESIGN.md).",
+    ),
+    "cifar10": Profile(
+        name="cifar10",
+        datasets={"cifar10": BenchmarkDataset("data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
+        architecture={"img_size": 32, "patch_size": 2, "depth": 12},
+        recipe={"epochs": 20, "batch_size": 512, "warmup_epochs": 1, "keep_checkpoints": 1, "val_split": 0.02},
+        seeds=(0, 1),
+        table_epochs=(5, 10),
+        jobs=4,
+        notes="For one GPU: the paper's architecture (ViT-Tiny, 32 px, patch 2, 12 blocks) on full CIFAR-10 (a local "
+        "copy in data/cifar10), 20 epochs (the authors' own Colab compared inits at 20), batch 512, 1 warm-up epoch, "
+        "the rest of train.py's recipe, with train.py's GPU defaults (bf16 autocast, compile). Four runs share the "
+        "GPU at a time (six at once ran out of 80 GB). Default, mimetic, impulse3, impulse5, v1 and v2 take two "
+        "seeds; Kaiming and ConViT (about 7x slower) one: pass --arms ... --seeds 0 for those.",
     ),
     "paper": Profile(
         name="paper",
@@ -315,7 +375,7 @@ def _init_is_current(recorded: dict[str, Any], model_kwargs: dict[str, Any]) -> 
     if recorded.get("attention_init") != "impulse":
         return True
     given = {key: value for key, value in model_kwargs.items() if key in IMPULSE_KWARGS}
-    expected = {**asdict(ImpulseOptions()), "kernel_size": recorded.get("kernel_size"), **given}
+    expected = asdict(ImpulseOptions(**{"kernel_size": recorded.get("kernel_size"), **given}))
     return all(expected.get(key) == value for key, value in recorded.items() if key != "attention_init")
 
 

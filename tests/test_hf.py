@@ -66,9 +66,8 @@ def test_default_config_is_vit_tiny_impulse3_and_matches_the_package():
     assert (config.class_token, config.pooling, config.position_embedding) == (False, "avg", "sincos")
     assert config.attention_init == "impulse" and config.impulse_kernel_size == 3
     # the remote-code module cannot import the package, so its literal defaults are checked here
-    assert config.init_options() == {
-        name: getattr(init.ImpulseOptions(), name) for name in init.ImpulseOptions.__dataclass_fields__
-    }
+    assert init.ImpulseOptions(**config.init_options()) == init.ImpulseOptions()
+    assert set(configuration._IMPULSE_FIELDS) == set(init.ImpulseOptions.__dataclass_fields__)
     assert configuration.ATTENTION_INITS == init.INIT_METHODS
     assert configuration.POSITION_EMBEDDINGS == timm_models.POS_EMBEDS
     assert tuple(config.image_mean) == timm_models.CIFAR10_MEAN and tuple(config.image_std) == timm_models.CIFAR10_STD

@@ -130,6 +130,7 @@ def test_fresh_models_record_their_init_settings() -> None:
     impulse_model = timm.create_model("vit_tiny_impulse5", **TINY, seed=4, sharpness=0.6)
     assert impulse_model.structinit_settings == {
         "attention_init": "impulse",
+        "preset": "structinit",
         "kernel_size": 5,
         "seed": 4,
         "pseudo_input": "sincos",
@@ -139,6 +140,9 @@ def test_fresh_models_record_their_init_settings() -> None:
         "suppress_content": True,
         "patch_embed_scale": 1.0,
         "value_init": "default",
+        "shift_order": "random",
+        "qk_frobenius": 0.0,
+        "position_scale": 1.0,
     }
     assert timm.create_model("vit_mimetic", **TINY).structinit_settings == {"attention_init": "mimetic", "seed": 0}
     assert timm.create_model("vit_tiny_patch2_32", **TINY).structinit_settings == {"attention_init": "default"}

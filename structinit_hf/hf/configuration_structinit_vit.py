@@ -69,6 +69,14 @@ _TIMM_KWARGS = {
     "suppress_content": "impulse_suppress_content",
     "patch_embed_scale": "impulse_patch_embed_scale",
     "value_init": "impulse_value_init",
+    "shift_order": "impulse_shift_order",
+    "qk_frobenius": "impulse_qk_frobenius",
+    "position_scale": "impulse_position_scale",
+    "preset": "impulse_preset",
+}
+# impulse option (structinit_hf.ImpulseOptions field) -> config field
+_IMPULSE_FIELDS = {
+    option: name for option, name in _TIMM_KWARGS.items() if name.startswith("impulse_") or option == "seed"
 }
 
 # keys config.json carries for timm (``timm.create_model("local-dir:...")``) and for AutoImageProcessor, which
@@ -155,22 +163,15 @@ class StructInitViTConfig(PretrainedConfig):
             Odd window size `k` the impulse shifts are drawn from; at most the patch grid's side.
         init_seed (`int`, *optional*, defaults to 0):
             Seed of the impulse shifts (and noisy pseudo inputs) or of the mimetic draws.
-        impulse_pseudo_input (`str`, *optional*, defaults to `"sincos"`):
-            The solver's input: `"sincos"`, `"uniform"`, `"gaussian"`, `"sincos+uniform"` or `"sincos+gaussian"`.
-        impulse_sharpness (`float`, *optional*, defaults to 0.7):
-            Mean attention mass on the impulse target the solved heads reach, in (0, 1).
-        impulse_solver (`str`, *optional*, defaults to `"svd"`):
-            `"svd"` (closed form) or `"adam"` (the paper's 10,000-step recipe).
-        impulse_per_layer (`bool`, *optional*, defaults to `True`):
-            Solve every block with its own shifts instead of sharing one solution.
-        impulse_suppress_content (`bool`, *optional*, defaults to `True`):
-            Confine queries/keys to directions image content cannot reach at init.
-        impulse_patch_embed_scale (`float`, *optional*, defaults to 1.0):
-            Factor on the patch embedding's initial weights; below 1 the position code dominates each
-            token at init, which keeps the pattern sharper on real images but trained worse.
-        impulse_value_init (`str`, *optional*, defaults to `"default"`):
-            `"default"` keeps the value/output projections as drawn (the paper); `"mimetic"` gives them
-            mimetic init's `W_v W_proj ~ a Z - b I`.
+        impulse_preset (`str`, *optional*, defaults to `"structinit"`):
+            `"structinit"` (this project's construction), `"v1"` (the paper's first version, arXiv 2404.01139)
+            or `"v2"` (NeurIPS 2025, arXiv 2505.19985). A preset fixes the options below; give them only with
+            the preset's value (or leave them `None`).
+        impulse_pseudo_input, impulse_sharpness, impulse_solver, impulse_per_layer, impulse_suppress_content,
+        impulse_patch_embed_scale, impulse_value_init, impulse_shift_order, impulse_qk_frobenius,
+        impulse_position_scale (*optional*, default `None`):
+            The impulse options of `structinit_hf.ImpulseOptions` (its docstring says what each does); `None`
+            takes the preset's value, else the package default.
         kwargs:
             [`PretrainedConfig`] arguments: `num_labels` (defaults to 10), `id2label`, `label2id`, ...
 
@@ -209,13 +210,17 @@ class StructInitViTConfig(PretrainedConfig):
         attention_init: str = "impulse",
         impulse_kernel_size: int = 3,
         init_seed: int = 0,
-        impulse_pseudo_input: str = "sincos",
-        impulse_sharpness: float = 0.7,
-        impulse_solver: str = "svd",
-        impulse_per_layer: bool = True,
-        impulse_suppress_content: bool = True,
-        impulse_patch_embed_scale: float = 1.0,
-        impulse_value_init: str = "default",
+        impulse_pseudo_input: Any = None,
+        impulse_sharpness: Any = None,
+        impulse_solver: Any = None,
+        impulse_per_layer: Any = None,
+        impulse_suppress_content: Any = None,
+        impulse_patch_embed_scale: Any = None,
+        impulse_value_init: Any = None,
+        impulse_shift_order: str | None = None,
+        impulse_qk_frobenius: float | None = None,
+        impulse_position_scale: float | None = None,
+        impulse_preset: str = "structinit",
         **kwargs: Any,
     ) -> None:
         for key in _DERIVED_KEYS:  # derived from the fields below on every save
@@ -256,6 +261,10 @@ class StructInitViTConfig(PretrainedConfig):
         self.impulse_suppress_content = impulse_suppress_content
         self.impulse_patch_embed_scale = impulse_patch_embed_scale
         self.impulse_value_init = impulse_value_init
+        self.impulse_shift_order = impulse_shift_order
+        self.impulse_qk_frobenius = impulse_qk_frobenius
+        self.impulse_position_scale = impulse_position_scale
+        self.impulse_preset = impulse_preset
         super().__init__(**kwargs)
         self._check()
 
@@ -301,7 +310,7 @@ class StructInitViTConfig(PretrainedConfig):
                     f"impulse_kernel_size {k} does not fit the {grid[0]}x{grid[1]} patch grid "
                     f"(image_size {self.image_size}, patch_size {self.patch_size}): it must be at most {min(grid)}"
                 )
-            if not 0.0 < self.impulse_sharpness < 1.0:
+            if self.impulse_sharpness is not None and not 0.0 < self.impulse_sharpness < 1.0:
                 raise ValueError(f"impulse_sharpness must be in (0, 1), got {self.impulse_sharpness}")
         try:  # the option values themselves are checked by the package when it is installed
             from structinit_hf.init import ImpulseOptions
@@ -319,17 +328,8 @@ class StructInitViTConfig(PretrainedConfig):
     def init_options(self) -> dict[str, Any]:
         """Keyword options of ``structinit_hf.apply_structured_init`` for ``attention_init``."""
         if self.attention_init == "impulse":
-            return dict(
-                kernel_size=self.impulse_kernel_size,
-                seed=self.init_seed,
-                pseudo_input=self.impulse_pseudo_input,
-                sharpness=self.impulse_sharpness,
-                solver=self.impulse_solver,
-                per_layer=self.impulse_per_layer,
-                suppress_content=self.impulse_suppress_content,
-                patch_embed_scale=self.impulse_patch_embed_scale,
-                value_init=self.impulse_value_init,
-            )
+            given = {option: getattr(self, field) for option, field in _IMPULSE_FIELDS.items()}
+            return {option: value for option, value in given.items() if value is not None}
         if self.attention_init == "mimetic":
             return dict(seed=self.init_seed)
         return {}
