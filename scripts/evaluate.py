@@ -4,7 +4,10 @@ python scripts/evaluate.py --model runs/c10/final --dataset uoft-cs/cifar10 --sp
 accelerate launch scripts/evaluate.py --model runs/c10/final --dataset ../shared/data/cifar10-small
 """
 
+import sys
+
+from structinit_hf.cli import run_script
 from structinit_hf.evaluation import evaluation_parser, run_evaluation
 
 if __name__ == "__main__":
-    run_evaluation(evaluation_parser().parse_args())
+    sys.exit(run_script(evaluation_parser(), run_evaluation))

@@ -9,9 +9,12 @@ weights on the Hub) or a transformers Hub id.  Scoring gathers predictions acros
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import platform
+import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +25,13 @@ import torch
 import transformers
 from accelerate import Accelerator
 from timm.data import resolve_model_data_config
+from timm.models import split_model_name_tag
 from timm.utils import ParseKwargs
 from torch import nn
 from torch.utils.data import DataLoader
 
 from .atomic import write_json
+from .cli import UsageError, did_you_mean
 from .data import (
     TransformedImages,
     build_transform,
@@ -34,9 +39,14 @@ from .data import (
     eval_dataloader,
     load_image_classification,
 )
+from .hf.variants import TIMM_VARIANTS
+from .timm_models import IMPULSE_KWARGS, create_structinit_vit
 
 __all__ = [
     "ClassifierLogits",
+    "ProcessorTransform",
+    "create_timm_model",
+    "eval_transform",
     "evaluate",
     "evaluation_parser",
     "library_versions",
@@ -49,35 +59,74 @@ __all__ = [
 
 
 class ClassifierLogits(nn.Module):
-    """A transformers image classifier seen as ``pixel_values -> logits``, like a timm model."""
+    """A transformers image classifier seen as ``pixel_values -> logits``, like a timm model.
 
-    def __init__(self, model: transformers.PreTrainedModel, data_config: dict[str, Any]) -> None:
+    ``processor`` is the checkpoint's image processor (``None`` when it saved none); evaluation applies it
+    as is, ``data_config`` is its nearest timm data config (for training augmentation).
+    """
+
+    def __init__(self, model: transformers.PreTrainedModel, processor: Any | None) -> None:
         super().__init__()
         self.model = model
-        self.data_config = data_config
+        self.processor = processor
+        self.data_config = _processor_data_config(processor, model)
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
         return self.model(pixel_values=pixel_values).logits
 
 
-def _transformers_data_config(source: str, model: transformers.PreTrainedModel) -> dict[str, Any]:
-    """The preprocessing of a transformers checkpoint, as a timm data config."""
-    try:
-        processor = transformers.AutoImageProcessor.from_pretrained(source)
-    except (OSError, ValueError):
-        processor = None
-    size = getattr(processor, "size", None) or {}
-    side = getattr(model.config, "image_size", 224)
-    height = size.get("height", size.get("shortest_edge", side))
-    width = size.get("width", size.get("shortest_edge", side))
+class ProcessorTransform:
+    """A transformers image processor as a one-image transform: ``PIL image -> (C, H, W) tensor``."""
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        return self.processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+
+def _edges(size: Any) -> tuple[int, int] | int | None:
+    """``(height, width)``, or the shortest edge, of a processor's ``size`` / ``crop_size`` (dict or SizeDict)."""
+    if size is None:
+        return None
+    get = size.get if isinstance(size, dict) else lambda key: getattr(size, key, None)
+    if get("height") and get("width"):
+        return get("height"), get("width")
+    return get("shortest_edge")
+
+
+def _processor_data_config(processor: Any | None, model: transformers.PreTrainedModel) -> dict[str, Any]:
+    """timm's data config closest to ``processor`` (for training augmentation; evaluation uses the processor).
+
+    The input size is the centre crop when the processor crops, else its resize; ``crop_pct`` is crop over resize.
+    """
+    channels, side = getattr(model.config, "num_channels", 3), getattr(model.config, "image_size", 224)
+    if processor is None:
+        return {"input_size": (channels, side, side), "mean": (0.5,) * 3, "std": (0.5,) * 3, "crop_pct": 1.0}
+    resize = _edges(getattr(processor, "size", None)) if getattr(processor, "do_resize", True) else None
+    crop = _edges(getattr(processor, "crop_size", None)) if getattr(processor, "do_center_crop", False) else None
+    final = crop or resize or side
+    height, width = (final, final) if isinstance(final, int) else final
+    crop_pct = 1.0
+    if crop is not None and resize is not None:
+        crop_pct = height / (resize if isinstance(resize, int) else resize[0])
+    normalize = getattr(processor, "do_normalize", True)
     resample = getattr(processor, "resample", None)
     return {
-        "input_size": (getattr(model.config, "num_channels", 3), height, width),
-        "mean": tuple(getattr(processor, "image_mean", None) or (0.5, 0.5, 0.5)),
-        "std": tuple(getattr(processor, "image_std", None) or (0.5, 0.5, 0.5)),
-        "interpolation": "bicubic" if resample == 3 else "bilinear",
-        "crop_pct": 1.0,
+        "input_size": (channels, height, width),
+        "mean": tuple(processor.image_mean) if normalize else (0.0,) * channels,
+        "std": tuple(processor.image_std) if normalize else (1.0,) * channels,
+        "interpolation": "bicubic" if getattr(resample, "value", resample) in (3, "bicubic") else "bilinear",
+        "crop_pct": crop_pct,
     }
+
+
+def _image_processor(source: str, trust_remote_code: bool) -> Any | None:
+    """The image processor saved with a transformers checkpoint, or ``None`` when it has none."""
+    try:
+        return transformers.AutoImageProcessor.from_pretrained(source, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError):
+        return None
 
 
 def _transformers_model(
@@ -95,7 +144,41 @@ def _transformers_model(
     model = transformers.AutoModelForImageClassification.from_pretrained(
         source, trust_remote_code=trust_remote_code, **overrides
     )
-    return ClassifierLogits(model, _transformers_data_config(source, model))
+    return ClassifierLogits(model, _image_processor(source, trust_remote_code))
+
+
+def _builder_keywords(error: TypeError, source: str) -> list[str] | None:
+    """The keywords ``timm.create_model(source, ...)`` accepts, read off the builder that raised ``error``.
+
+    timm passes unknown keywords on to the model class inside ``build_model_with_cfg``, whose frame names it
+    (``model_cls``); structinit's registered names also take the builder's and the init's options.
+    """
+    frame, model_cls = error.__traceback__, None
+    while frame is not None:
+        model_cls = frame.tb_frame.f_locals.get("model_cls", model_cls)
+        frame = frame.tb_next
+    if model_cls is None:
+        return None
+    names = set(inspect.signature(model_cls).parameters) | set(inspect.signature(timm.create_model).parameters)
+    if split_model_name_tag(source)[0] in TIMM_VARIANTS:
+        names |= set(inspect.signature(create_structinit_vit).parameters) | set(IMPULSE_KWARGS)
+    return sorted(name for name in names if name not in ("self", "kwargs", "args", "model_name", "variant"))
+
+
+def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
+    """``timm.create_model(source, **kwargs)``; an unknown keyword is a :class:`UsageError` naming the nearest one."""
+    try:
+        return timm.create_model(source, **kwargs)
+    except TypeError as error:
+        unknown = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+        allowed = _builder_keywords(error, source) if unknown else None
+        if not allowed:
+            raise
+        name = unknown.group(1)
+        raise UsageError(
+            f"unknown model keyword {name!r} for {source}{did_you_mean(name, allowed)}; "
+            f"{source} takes: {', '.join(allowed)}"
+        ) from error
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
@@ -127,22 +210,22 @@ def load_model(
         config = _read_config(folder)
         init = dict(config.get("structinit") or {})
         if "architecture" in config:
-            return timm.create_model(f"local-dir:{folder}", pretrained=True, **timm_kwargs), init
+            return create_timm_model(f"local-dir:{folder}", pretrained=True, **timm_kwargs), init
         if "model_type" in config:
             return _transformers_model(str(folder), num_classes, label_names, trust_remote_code), init
         raise ValueError(f"{folder}/config.json has neither timm's 'architecture' nor transformers' 'model_type'")
     if source.startswith("hf-hub:"):
         ensure_hub_reachable(source.removeprefix("hf-hub:"), "model")
-        return timm.create_model(source, pretrained=True, **timm_kwargs), {}
+        return create_timm_model(source, pretrained=True, **timm_kwargs), {}
     if timm.is_model(source):
-        model = timm.create_model(source, **timm_kwargs)
+        model = create_timm_model(source, **timm_kwargs)
         return model, dict(getattr(model, "structinit_settings", {}))
     if source.count("/") == 1 and not source.startswith((".", "/", "~")):
         ensure_hub_reachable(source, "model")
         return _transformers_model(source, num_classes, label_names, trust_remote_code), {}
-    raise ValueError(
-        f"unknown model {source!r}: expected a timm model name (timm.list_models()), a local checkpoint "
-        "folder, 'hf-hub:<repo id>' or a transformers Hub id"
+    raise UsageError(
+        f"unknown model {source!r}{did_you_mean(source, timm.list_models())}: expected a timm model name "
+        "(timm.list_models()), a local checkpoint folder, 'hf-hub:<repo id>' or a transformers Hub id"
     )
 
 
@@ -158,6 +241,17 @@ def model_data_config(model: nn.Module) -> dict[str, Any]:
     if isinstance(model, ClassifierLogits):
         return dict(model.data_config)
     return resolve_model_data_config(model)
+
+
+def eval_transform(model: nn.Module) -> Callable[[Any], torch.Tensor]:
+    """The checkpoint's own evaluation preprocessing of one PIL image.
+
+    A transformers checkpoint's image processor runs as transformers runs it (resize, centre crop,
+    rescale, normalize); a timm model gets timm's eval transform of its data config.
+    """
+    if isinstance(model, ClassifierLogits) and model.processor is not None:
+        return ProcessorTransform(model.processor)
+    return build_transform(model_data_config(model), is_training=False)
 
 
 @torch.no_grad()
@@ -280,6 +374,9 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
     """Score ``args.model`` on ``args.split`` of ``args.dataset``; write and return the results record."""
     accelerator = Accelerator(mixed_precision=args.mixed_precision)
     start = time.perf_counter()
+    model, init = load_model(  # built (and its keywords checked) before any data is read
+        args.model, model_kwargs=args.model_kwargs, trust_remote_code=args.trust_remote_code
+    )
     data = load_image_classification(
         args.dataset,
         args.dataset_config,
@@ -290,21 +387,14 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
         label_column=args.label_column,
         max_eval_samples=args.max_eval_samples,
     )
-    num_classes = data.num_classes if timm.is_model(args.model) else None
-    model, init = load_model(
-        args.model,
-        num_classes=num_classes,
-        label_names=data.label_names,
-        model_kwargs=args.model_kwargs,
-        trust_remote_code=args.trust_remote_code,
-    )
+    if timm.is_model(args.model) and num_outputs(model) != data.num_classes:  # a new model: a head for this data
+        model.reset_classifier(data.num_classes)
     if num_outputs(model) != data.num_classes:
-        raise ValueError(
+        raise UsageError(
             f"model {args.model!r} predicts {num_outputs(model)} classes but {args.dataset!r} has "
             f"{data.num_classes}; pick a checkpoint trained on this dataset"
         )
-    transform = build_transform(model_data_config(model), is_training=False)
-    images = TransformedImages(data.evaluation, data.image_column, data.label_column, transform)
+    images = TransformedImages(data.evaluation, data.image_column, data.label_column, eval_transform(model))
     model, loader = accelerator.prepare(model, eval_dataloader(images, args.batch_size, args.workers))
     metrics = evaluate(model, loader, accelerator)
     trained = _previous_training(args.model)

@@ -21,7 +21,7 @@ from .hf import (
     StructInitViTPreTrainedModel,
     image_processor_for,
 )
-from .hf.configuration_structinit_vit import TIMM_VARIANTS
+from .hf.variants import TIMM_VARIANTS
 
 __all__ = ["config_for_timm_model", "save_checkpoint"]
 

@@ -1,6 +1,7 @@
 """timm model registry: plain ViTs whose only difference is how attention starts.
 
-One builder (:func:`create_structinit_vit`), one pretrained-cfg table, one short function per name.
+One builder (:func:`create_structinit_vit`), one short function per name; each name's architecture, init
+and pretrained cfg come from the variant table the transformers config reads too (``hf/variants.py``).
 The networks are timm's own ``VisionTransformer`` (and ``ConVit`` for the peer), so a checkpoint
 loads in stock timm; the init runs once, at construction, and never when weights are loaded.
 """
@@ -13,7 +14,6 @@ from typing import Any
 import torch
 from huggingface_hub import is_offline_mode, try_to_load_from_cache
 from huggingface_hub.errors import LocalEntryNotFoundError
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import (
     build_model_with_cfg,
     generate_default_cfgs,
@@ -25,37 +25,14 @@ from timm.models import (
 from timm.models.convit import ConVit
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 
+from .hf.variants import CIFAR10_DATA, TIMM_VARIANTS, check_geometry, to_pair
 from .impulse import sincos_2d
 from .init import INIT_METHODS, ImpulseOptions, apply_structured_init
 
-__all__ = ["CIFAR10_MEAN", "CIFAR10_STD", "HUB_CHECKPOINTS", "IMPULSE_KWARGS", "POS_EMBEDS", "create_structinit_vit"]
+__all__ = ["HUB_CHECKPOINTS", "IMPULSE_KWARGS", "POS_EMBEDS", "create_structinit_vit"]
 
-CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # kernel_size, seed, pseudo_input, ...
 POS_EMBEDS = ("sincos", "learn", "none")
-
-# the ImageNet-size variants: 224 px, patch 16, the CIFAR models' head (no class token, average pooling, sin-cos)
-IMAGENET_IMPULSE3 = dict(
-    img_size=224, patch_size=16, depth=12, class_token=False, global_pool="avg", attention_init="impulse", kernel_size=3
-)
-# the paper's CIFAR setting: ViT-Tiny, 32 px, patch 2, no class token, average pooling, fixed sin-cos
-CIFAR_VIT_TINY = dict(
-    img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg"
-)
-
-
-def _to_pair(value: int | tuple[int, int] | list[int]) -> tuple[int, int]:
-    return (value, value) if isinstance(value, int) else tuple(value)
-
-
-def _check_geometry(kwargs: dict[str, Any]) -> None:
-    img_size, patch_size = _to_pair(kwargs.get("img_size", 224)), _to_pair(kwargs.get("patch_size", 16))
-    if any(i % p for i, p in zip(img_size, patch_size, strict=True)):
-        raise ValueError(f"img_size {img_size} is not divisible by patch_size {patch_size}")
-    dim, heads = kwargs.get("embed_dim", 768), kwargs.get("num_heads", 12)
-    if dim % heads:
-        raise ValueError(f"embed_dim {dim} is not divisible by num_heads {heads}")
 
 
 def _init_options(attention_init: str, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +85,13 @@ def create_structinit_vit(
     options = _init_options(attention_init, kwargs)
     if attention_init == "impulse":
         ImpulseOptions(**options)  # fail on bad options before building anything
-    _check_geometry(kwargs)
+    check_geometry(
+        kwargs.get("img_size", 224),
+        kwargs.get("patch_size", 16),
+        kwargs.get("embed_dim", 768),
+        kwargs.get("num_heads", 12),
+        sincos=pos_embed == "sincos",
+    )
     if pretrained:
         cfg = resolve_pretrained_cfg(
             variant, kwargs.get("pretrained_cfg"), kwargs.get("pretrained_cfg_overlay")
@@ -137,6 +120,8 @@ def create_structinit_vit(
                 model.pos_embed[:, prefix:] = sincos_2d(model.patch_embed.grid_size, model.embed_dim)
         apply_structured_init(model, attention_init, **options)
         model.structinit_settings = init_settings(attention_init, options)
+        if model.structinit_settings.get("pseudo_input") == "learned":  # v2: a learned embedding, drawn as timm does
+            model.pos_embed.requires_grad_(True)
         if kwargs.get("weight_init"):  # timm's init of everything else, e.g. 'reset' for PyTorch's defaults
             model.structinit_settings["weight_init"] = kwargs["weight_init"]
     model.pretrained_cfg = {
@@ -148,49 +133,43 @@ def create_structinit_vit(
 
 
 def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> ConVit:
-    _check_geometry({"embed_dim": kwargs.get("embed_dim", 48) * kwargs.get("num_heads", 4), **kwargs})
+    heads = kwargs.get("num_heads", 4)  # ConViT's embed_dim is per head
+    check_geometry(
+        kwargs.get("img_size", 224), kwargs.get("patch_size", 16), kwargs.get("embed_dim", 48) * heads, heads
+    )
     model = build_model_with_cfg(
         ConVit, variant, pretrained, feature_cfg=dict(out_indices=3, feature_cls="getter"), **kwargs
     )
-    img_size = _to_pair(model.patch_embed.img_size)
+    img_size = to_pair(model.patch_embed.img_size, "img_size")
     model.pretrained_cfg = {**model.pretrained_cfg, "input_size": (3, *img_size), "num_classes": model.num_classes}
     return model
 
 
-def _cfg(**kwargs: Any) -> dict[str, Any]:
+def _cfg(img_size: int, num_classes: int, crop_pct: float, mean: tuple, std: tuple, paper_ids: str) -> dict[str, Any]:
     return {
         "url": "",
-        "num_classes": 10,
-        "input_size": (3, 32, 32),
+        "num_classes": num_classes,
+        "input_size": (3, *to_pair(img_size, "img_size")),
         "pool_size": None,
-        "crop_pct": 1.0,
+        "crop_pct": crop_pct,
         "interpolation": "bicubic",
         "fixed_input_size": True,
-        "mean": CIFAR10_MEAN,
-        "std": CIFAR10_STD,
+        "mean": mean,
+        "std": std,
         "first_conv": "patch_embed.proj",
         "classifier": "head",
         "license": "apache-2.0",
-        "paper_ids": "arXiv:2404.01139",
-        **kwargs,
+        "paper_ids": paper_ids,
     }
 
 
-_imagenet = dict(
-    num_classes=1000, input_size=(3, 224, 224), crop_pct=0.9, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD
-)
-
 default_cfgs = generate_default_cfgs(
     {
-        "vit_tiny_patch2_32": _cfg(),
-        "vit_tiny_impulse3": _cfg(),
-        "vit_tiny_impulse5": _cfg(),
-        "vit_tiny_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
-        "vit_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
-        "convit_tiny_patch2_32": _cfg(paper_ids="arXiv:2103.10697"),
-        "vit_tiny_impulse3_patch16_224": _cfg(**_imagenet),
-        "vit_small_impulse3_patch16_224": _cfg(**_imagenet),
-        "vit_base_impulse3_patch16_224": _cfg(**_imagenet),
+        **{
+            name: _cfg(variant.model_args["img_size"], paper_ids=variant.paper_ids, **variant.data)
+            for name, variant in TIMM_VARIANTS.items()
+        },
+        "convit_tiny_patch2_32": _cfg(32, paper_ids="arXiv:2103.10697", **CIFAR10_DATA),
     }
 )
 
@@ -228,39 +207,40 @@ def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any])
         )
 
 
-def _vit(variant: str, pretrained: bool, kwargs: dict[str, Any], **model_args: Any) -> VisionTransformer:
+def _vit(variant: str, pretrained: bool, kwargs: dict[str, Any]) -> VisionTransformer:
+    """Build the registered ``variant`` from its entry in :data:`~structinit_hf.hf.variants.TIMM_VARIANTS`."""
     _require_hub_weights(variant, pretrained, kwargs)
-    return create_structinit_vit(variant, pretrained, **dict(model_args, **kwargs))
+    return create_structinit_vit(variant, pretrained, **dict(TIMM_VARIANTS[variant].model_args, **kwargs))
 
 
 @register_model
 def vit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Tiny at 32 px, patch 2, with timm's default init: the control of the paper's CIFAR runs."""
-    return _vit("vit_tiny_patch2_32", pretrained, kwargs, attention_init="default", **CIFAR_VIT_TINY)
+    return _vit("vit_tiny_patch2_32", pretrained, kwargs)
 
 
 @register_model
 def vit_tiny_impulse3(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Tiny at 32 px, patch 2, attention initialized as random 3x3 impulse filters."""
-    return _vit("vit_tiny_impulse3", pretrained, kwargs, attention_init="impulse", kernel_size=3, **CIFAR_VIT_TINY)
+    return _vit("vit_tiny_impulse3", pretrained, kwargs)
 
 
 @register_model
 def vit_tiny_impulse5(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Tiny at 32 px, patch 2, attention initialized as random 5x5 impulse filters."""
-    return _vit("vit_tiny_impulse5", pretrained, kwargs, attention_init="impulse", kernel_size=5, **CIFAR_VIT_TINY)
+    return _vit("vit_tiny_impulse5", pretrained, kwargs)
 
 
 @register_model
 def vit_tiny_mimetic(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Tiny at 32 px, patch 2, with mimetic attention init (Trockman & Kolter 2023)."""
-    return _vit("vit_tiny_mimetic", pretrained, kwargs, attention_init="mimetic", **CIFAR_VIT_TINY)
+    return _vit("vit_tiny_mimetic", pretrained, kwargs)
 
 
 @register_model
 def vit_mimetic(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """Alias of ``vit_tiny_mimetic``."""
-    return _vit("vit_mimetic", pretrained, kwargs, attention_init="mimetic", **CIFAR_VIT_TINY)
+    return _vit("vit_mimetic", pretrained, kwargs)
 
 
 @register_model
@@ -273,16 +253,16 @@ def convit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> ConVit:
 @register_model
 def vit_tiny_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Tiny/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _vit("vit_tiny_impulse3_patch16_224", pretrained, kwargs, embed_dim=192, num_heads=3, **IMAGENET_IMPULSE3)
+    return _vit("vit_tiny_impulse3_patch16_224", pretrained, kwargs)
 
 
 @register_model
 def vit_small_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Small/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _vit("vit_small_impulse3_patch16_224", pretrained, kwargs, embed_dim=384, num_heads=6, **IMAGENET_IMPULSE3)
+    return _vit("vit_small_impulse3_patch16_224", pretrained, kwargs)
 
 
 @register_model
 def vit_base_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
     """ViT-Base/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _vit("vit_base_impulse3_patch16_224", pretrained, kwargs, embed_dim=768, num_heads=12, **IMAGENET_IMPULSE3)
+    return _vit("vit_base_impulse3_patch16_224", pretrained, kwargs)

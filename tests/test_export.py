@@ -19,7 +19,7 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification, pi
 import structinit_hf
 from structinit_hf import export
 from structinit_hf.hf import StructInitViTConfig
-from structinit_hf.hf.configuration_structinit_vit import TIMM_VARIANTS
+from structinit_hf.hf.variants import TIMM_VARIANTS
 from structinit_hf.timm_models import create_structinit_vit
 
 LABELS = [f"class_{i}" for i in range(10)]
@@ -42,6 +42,7 @@ def test_timm_model_checkpoint_loads_in_timm_and_transformers(tmp_path: Path):
         "preprocessor_config.json",
         "configuration_structinit_vit.py",
         "modeling_structinit_vit.py",
+        "variants.py",  # imported by the configuration module
     }
     assert set(load_file(folder / "model.safetensors")) == set(model.state_dict())
 

@@ -27,7 +27,7 @@ from transformers import (
 import structinit_hf
 from structinit_hf import impulse, init, timm_models
 from structinit_hf.attention_maps import timm_attention_maps
-from structinit_hf.hf import StructInitViTConfig, StructInitViTForImageClassification, StructInitViTModel
+from structinit_hf.hf import StructInitViTConfig, StructInitViTForImageClassification, StructInitViTModel, variants
 from structinit_hf.hf import configuration_structinit_vit as configuration
 
 # a tiny impulse ViT: 16 px, patch 2 (8 x 8 grid), 64 wide, 2 heads
@@ -70,25 +70,25 @@ def test_default_config_is_vit_tiny_impulse3_and_matches_the_package():
     assert set(configuration._IMPULSE_FIELDS) == set(init.ImpulseOptions.__dataclass_fields__)
     assert configuration.ATTENTION_INITS == init.INIT_METHODS
     assert configuration.POSITION_EMBEDDINGS == timm_models.POS_EMBEDS
-    assert tuple(config.image_mean) == timm_models.CIFAR10_MEAN and tuple(config.image_std) == timm_models.CIFAR10_STD
+    assert tuple(config.image_mean) == variants.CIFAR10_MEAN and tuple(config.image_std) == variants.CIFAR10_STD
     expected = StructInitViTConfig.from_timm_name("vit_tiny_impulse3").to_dict()
     assert {k: v for k, v in config.to_dict().items()} == expected
 
 
 def test_every_registered_vit_has_a_config():
     plain_vits = set(timm.list_models(module="timm_models")) - {"convit_tiny_patch2_32"}
-    assert plain_vits == set(configuration.TIMM_VARIANTS)
+    assert plain_vits == set(variants.TIMM_VARIANTS)
 
 
 def _small(name: str) -> dict:
     """Overrides that keep a registered name cheap to build: one block, a 3 x 3 or 8 x 8 patch grid."""
     overrides = dict(depth=1, img_size=48, embed_dim=96) if name.endswith("_224") else dict(depth=1, img_size=16)
-    if configuration.TIMM_VARIANTS[name]["attention_init"] != "default":
+    if variants.TIMM_VARIANTS[name].model_args["attention_init"] != "default":
         overrides["seed"] = 3
     return overrides
 
 
-@pytest.mark.parametrize("name", sorted(configuration.TIMM_VARIANTS))
+@pytest.mark.parametrize("name", sorted(variants.TIMM_VARIANTS))
 def test_both_routes_build_identical_initial_weights(name: str):
     """Same torch seed, same config: timm.create_model and AutoModelForImageClassification agree bit for bit."""
     torch.manual_seed(0)
@@ -101,7 +101,7 @@ def test_both_routes_build_identical_initial_weights(name: str):
     assert not hf_model.timm_model.pos_embed.requires_grad  # the fixed sin-cos code stays frozen
 
 
-@pytest.mark.parametrize("name", sorted(configuration.TIMM_VARIANTS))
+@pytest.mark.parametrize("name", sorted(variants.TIMM_VARIANTS))
 def test_config_architecture_is_the_registered_one_at_full_width(name: str, tmp_path: Path):
     """The config's full-width network loads strictly into timm's (loading never runs the solver)."""
     config = StructInitViTConfig.from_timm_name(name, depth=1, attention_init="default")
@@ -290,7 +290,7 @@ def test_stock_transformers_vit_patch_rows_peak_at_targets_over_all_keys():
     [
         (dict(attention_init="xavier"), "xavier"),
         (dict(image_size=15), "not divisible by patch_size"),
-        (dict(hidden_size=190), "not divisible by num_attention_heads"),
+        (dict(hidden_size=190), "hidden_size 190 is not divisible by num_heads / num_attention_heads 3"),
         (dict(impulse_kernel_size=9, image_size=16), "does not fit the 8x8 patch grid"),
         (dict(impulse_kernel_size=4), "odd int"),
         (dict(num_labels=5, id2label={0: "a", 1: "b", 2: "c"}), "num_labels=5"),

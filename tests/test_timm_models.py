@@ -106,8 +106,11 @@ def test_pretrained_without_weights_is_a_clear_error() -> None:
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(img_size=30, patch_size=4), r"img_size \(30, 30\) is not divisible by patch_size \(4, 4\)"),
-        (dict(embed_dim=100, num_heads=3), "embed_dim 100 is not divisible by num_heads 3"),
+        (dict(img_size=30, patch_size=4), r"img_size / image_size \(30, 30\) is not divisible by patch_size \(4, 4\)"),
+        (
+            dict(embed_dim=100, num_heads=3),
+            "hidden_size 100 is not divisible by num_heads / num_attention_heads 3",
+        ),
         (dict(kernel_size=2), "kernel_size must be an odd int"),
         (dict(img_size=8, patch_size=4, kernel_size=3), "kernel_size 3 does not fit the 2x2 patch grid"),
         (dict(pseudo_input="fourier"), "unknown pseudo_input 'fourier'"),

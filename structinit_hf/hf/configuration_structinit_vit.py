@@ -11,44 +11,13 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from .variants import CIFAR10_MEAN, CIFAR10_STD, TIMM_VARIANTS, check_geometry, to_pair
+
 __all__ = ["ATTENTION_INITS", "POOLINGS", "POSITION_EMBEDDINGS", "TIMM_VARIANTS", "StructInitViTConfig"]
 
 ATTENTION_INITS = ("impulse", "mimetic", "default")
 POSITION_EMBEDDINGS = ("sincos", "learn", "none")
 POOLINGS = ("avg", "token", "max", "avgmax")
-
-CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
-CIFAR10_STD = (0.2470, 0.2435, 0.2616)
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-
-_CIFAR_TINY = dict(image_size=32, patch_size=2, hidden_size=192, num_hidden_layers=12, num_attention_heads=3)
-_IMAGENET = dict(
-    image_size=224,
-    patch_size=16,
-    num_hidden_layers=12,
-    num_labels=1000,
-    image_mean=IMAGENET_MEAN,
-    image_std=IMAGENET_STD,
-)
-
-# The registered timm names (structinit_hf.timm_models) as configs; tests/test_hf.py checks both routes agree.
-TIMM_VARIANTS: dict[str, dict[str, Any]] = {
-    "vit_tiny_patch2_32": dict(_CIFAR_TINY, attention_init="default"),
-    "vit_tiny_impulse3": dict(_CIFAR_TINY, attention_init="impulse", impulse_kernel_size=3),
-    "vit_tiny_impulse5": dict(_CIFAR_TINY, attention_init="impulse", impulse_kernel_size=5),
-    "vit_tiny_mimetic": dict(_CIFAR_TINY, attention_init="mimetic"),
-    "vit_mimetic": dict(_CIFAR_TINY, attention_init="mimetic"),
-    "vit_tiny_impulse3_patch16_224": dict(
-        _IMAGENET, hidden_size=192, num_attention_heads=3, attention_init="impulse", impulse_kernel_size=3
-    ),
-    "vit_small_impulse3_patch16_224": dict(
-        _IMAGENET, hidden_size=384, num_attention_heads=6, attention_init="impulse", impulse_kernel_size=3
-    ),
-    "vit_base_impulse3_patch16_224": dict(
-        _IMAGENET, hidden_size=768, num_attention_heads=12, attention_init="impulse", impulse_kernel_size=3
-    ),
-}
 
 # timm.create_model keyword -> config field, so a timm call and its config read the same
 _TIMM_KWARGS = {
@@ -101,13 +70,6 @@ _STOCK_TIMM_NAMES = {
     768: "vit_base_patch16_224",
     1024: "vit_large_patch16_224",
 }
-
-
-def _pair(value: int | tuple[int, int] | list[int], name: str) -> tuple[int, int]:
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
-        raise ValueError(f"{name} must be a positive int or a pair of them, got {value!r}")
-    return pair
 
 
 class StructInitViTConfig(PretrainedConfig):
@@ -285,17 +247,8 @@ class StructInitViTConfig(PretrainedConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-        image, patch = _pair(self.image_size, "image_size"), _pair(self.patch_size, "patch_size")
-        if any(i % p for i, p in zip(image, patch, strict=True)):
-            raise ValueError(f"image_size {image} is not divisible by patch_size {patch}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}"
-            )
-        if self.position_embedding == "sincos" and self.hidden_size % 4:
-            raise ValueError(
-                f"a 2-D sin-cos position embedding needs hidden_size divisible by 4, got {self.hidden_size}"
-            )
+        sincos = self.position_embedding == "sincos"
+        check_geometry(self.image_size, self.patch_size, self.hidden_size, self.num_attention_heads, sincos)
         if len(self.image_mean) != self.num_channels or len(self.image_std) != self.num_channels:
             raise ValueError(
                 f"image_mean {self.image_mean} and image_std {self.image_std} need one value per channel "
@@ -322,8 +275,7 @@ class StructInitViTConfig(PretrainedConfig):
     @property
     def grid_size(self) -> tuple[int, int]:
         """The patch grid (rows, columns)."""
-        image, patch = _pair(self.image_size, "image_size"), _pair(self.patch_size, "patch_size")
-        return image[0] // patch[0], image[1] // patch[1]
+        return check_geometry(self.image_size, self.patch_size, self.hidden_size, self.num_attention_heads)
 
     def init_options(self) -> dict[str, Any]:
         """Keyword options of ``structinit_hf.apply_structured_init`` for ``attention_init``."""
@@ -362,7 +314,7 @@ class StructInitViTConfig(PretrainedConfig):
         """
         model_args = {k: v for k, v in self.timm_kwargs().items() if "drop" not in k}  # drop rates: runtime settings
         model_args["pos_embed"] = "none" if self.position_embedding == "none" else "learn"
-        channels, (height, width) = self.num_channels, _pair(self.image_size, "image_size")
+        channels, (height, width) = self.num_channels, to_pair(self.image_size, "image_size")
         labels = [self.id2label[i] for i in range(self.num_labels)]
         return {
             "architecture": _STOCK_TIMM_NAMES.get(self.hidden_size, "vit_base_patch16_224"),
@@ -408,7 +360,11 @@ class StructInitViTConfig(PretrainedConfig):
             raise ValueError(
                 f"unknown overrides {unknown} for {name}; expected config fields or timm.create_model keywords"
             )
-        fields = dict(TIMM_VARIANTS[name])
+        variant = TIMM_VARIANTS[name]
+        data = dict(
+            num_labels=variant.data["num_classes"], image_mean=variant.data["mean"], image_std=variant.data["std"]
+        )
+        fields = dict(data, **{_TIMM_KWARGS.get(key, key): value for key, value in variant.model_args.items()})
         if "id2label" in overrides:  # the labels given decide how many there are
             fields.pop("num_labels", None)
         for key, value in overrides.items():

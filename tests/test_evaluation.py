@@ -1,0 +1,120 @@
+"""Evaluation: the checkpoint's own preprocessing, and user errors before any data is read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from transformers import DeiTImageProcessor, ViTConfig, ViTForImageClassification
+
+from structinit_hf.cli import run_script
+from structinit_hf.evaluation import eval_transform, evaluation_parser, load_model, run_evaluation
+from structinit_hf.hf.variants import CIFAR10_MEAN, CIFAR10_STD
+
+REPO = Path(__file__).resolve().parents[1]
+MEAN, STD = 0.4, 0.2
+
+
+def _images(count: int, side: int = 36) -> list[Image.Image]:
+    """Random RGB images, so that a crop, a resize or another normalization all give different pixels."""
+    generator = np.random.default_rng(0)
+    return [Image.fromarray(generator.integers(0, 256, (side, side, 3), dtype=np.uint8)) for _ in range(count)]
+
+
+def _centre_32(image: Image.Image, mean, std) -> torch.Tensor:
+    """What resize-to-36 then centre-crop-to-32 gives a 36 x 36 image: its middle pixels, normalized."""
+    pixels = torch.from_numpy(np.array(image)[2:34, 2:34]).permute(2, 0, 1).float() / 255
+    return (pixels - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
+
+
+@pytest.fixture
+def cropping_checkpoint(tmp_path: Path) -> Path:
+    """A 32 px transformers ViT whose saved image processor resizes to 36 and centre-crops to 32."""
+    config = ViTConfig(
+        image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        num_labels=3,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    ViTForImageClassification(config).save_pretrained(tmp_path / "vit")
+    processor = DeiTImageProcessor(
+        size={"height": 36, "width": 36}, crop_size={"height": 32, "width": 32}, image_mean=[MEAN] * 3,
+        image_std=[STD] * 3,
+    )  # fmt: skip
+    processor.save_pretrained(tmp_path / "vit")
+    return tmp_path / "vit"
+
+
+def test_transformers_checkpoint_is_resized_cropped_and_normalized_by_its_processor(cropping_checkpoint, tmp_path):
+    """Catches the processor turned into a timm config by hand: crop_size ignored (36 x 36 inputs reach a
+    32 px model and fail), resize and crop swapped, or the processor's mean/std replaced by another's."""
+    model, _ = load_model(str(cropping_checkpoint))
+    images = _images(6)
+    transform = eval_transform(model)
+    for image in images:
+        torch.testing.assert_close(transform(image), _centre_32(image, [MEAN] * 3, [STD] * 3), atol=1e-5, rtol=0)
+
+    with torch.no_grad():  # label every image with the class the correctly preprocessed pixels give
+        pixels = torch.stack([_centre_32(image, [MEAN] * 3, [STD] * 3) for image in images])
+        labels = model(pixels).argmax(dim=1).tolist()
+    features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=["a", "b", "c"])})
+    datasets.Dataset.from_dict({"img": images, "label": labels}, features=features).save_to_disk(tmp_path / "data")
+    argv = ["--model", str(cropping_checkpoint), "--dataset", str(tmp_path / "data"), "--split", "train"]
+    record = run_evaluation(evaluation_parser().parse_args([*argv, "--output", str(tmp_path / "results.json")]))
+    assert record["num_samples"] == 6 and record["top1"] == 100.0
+    assert json.loads((tmp_path / "results.json").read_text())["top1"] == 100.0
+
+
+def test_timm_model_uses_timm_data_config():
+    """Catches a timm model preprocessed with another model's (or no) crop and normalization."""
+    overlay = dict(crop_pct=32 / 36)  # timm: resize to 32 / crop_pct = 36, then centre-crop 32
+    model, _ = load_model(
+        "vit_tiny_patch2_32", model_kwargs=dict(depth=1, embed_dim=32, num_heads=2, pretrained_cfg_overlay=overlay)
+    )
+    image = _images(1)[0]
+    torch.testing.assert_close(
+        eval_transform(model)(image), _centre_32(image, CIFAR10_MEAN, CIFAR10_STD), atol=1e-5, rtol=0
+    )
+
+
+def test_unknown_model_keyword_names_the_nearest_before_reading_data(tmp_path, capsys):
+    """Catches timm's bare TypeError (no suggestion, a traceback), and the dataset being read before the model
+    is checked: the dataset named here does not exist, so reading it first would report that instead."""
+    argv = ["--model", "vit_tiny_impulse3", "--model-kwargs", "kernal_size=5", "depth=1"]
+    argv += ["--dataset", str(tmp_path / "missing"), "--output", str(tmp_path / "r.json")]
+    assert run_script(evaluation_parser(), run_evaluation, argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: unknown model keyword 'kernal_size' for vit_tiny_impulse3")
+    assert "(did you mean 'kernel_size'?)" in err[-1] and "missing" not in err[-1]
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_unknown_model_name_suggests_a_registered_one():
+    """Catches a typo in --model answered without the name the user meant."""
+    with pytest.raises(ValueError, match=r"unknown model 'vit_tiny_impuls3' \(did you mean 'vit_tiny_impulse3'\?\)"):
+        load_model("vit_tiny_impuls3")
+
+
+def test_script_user_error_is_one_line_exit_2_and_debug_shows_the_traceback(cropping_checkpoint, tmp_path):
+    """Catches scripts/evaluate.py not going through cli.run_script (a traceback and exit status 1)."""
+    names = ["a", "b", "c", "d"]
+    features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=names)})
+    rows = {"img": _images(4), "label": [0, 1, 2, 3]}
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(tmp_path / "four")
+    command = [sys.executable, str(REPO / "scripts" / "evaluate.py"), "--model", str(cropping_checkpoint)]
+    command += ["--dataset", str(tmp_path / "four"), "--split", "train", "--output", str(tmp_path / "r.json")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: model {str(cropping_checkpoint)!r} predicts 3 classes but {str(tmp_path / 'four')!r} has 4; "
+        "pick a checkpoint trained on this dataset"
+    )
+    assert "Traceback" not in done.stderr
+    debug = subprocess.run([*command, "--debug"], capture_output=True, text=True, timeout=300)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "predicts 3 classes" in debug.stderr
