@@ -36,7 +36,7 @@ __all__ = [
     "validate_kernel_size",
 ]
 
-PSEUDO_INPUTS = ("sincos", "uniform", "gaussian", "sincos+uniform", "sincos+gaussian")
+PSEUDO_INPUTS = ("sincos", "uniform", "gaussian", "sincos+uniform", "sincos+gaussian", "learned")
 SOLVERS = ("svd", "adam", "pinv")
 SHIFT_ORDERS = ("random", "centre-first")
 # the authors' NeurIPS 2025 code gives head i the cell CENTRE_FIRST_CELLS[i % 9] of the 3x3 window (row-major)
@@ -149,9 +149,11 @@ def pseudo_input(
     """The solver's input ``X`` (``N x dim``): LayerNorm of a positional code and/or noise.
 
     ``kind`` is one of :data:`PSEUDO_INPUTS`: the sin-cos encoding (the paper's default), uniform
-    noise in ``[-1, 1]``, standard Gaussian noise, or the encoding plus either noise scaled by
-    ``noise_scale``.  LayerNorm (no affine, eps 1e-6) is what a ViT block applies before attention;
-    ``normalize=False`` returns the code before it (what a model adds as its position embedding).
+    noise in ``[-1, 1]``, standard Gaussian noise, the encoding plus either noise scaled by
+    ``noise_scale``, or ``"learned"``: the draw timm gives a learned position embedding (truncated
+    normal, std 0.02), which is what the authors' v2 code solves on.  LayerNorm (no affine, eps 1e-6)
+    is what a ViT block applies before attention; ``normalize=False`` returns the code before it
+    (what a model adds as its position embedding).
     """
     if kind not in PSEUDO_INPUTS:
         raise ValueError(f"unknown pseudo input {kind!r}; expected one of {', '.join(PSEUDO_INPUTS)}")
@@ -162,6 +164,8 @@ def pseudo_input(
         x = x + noise_scale * (2 * torch.rand(h * w, dim, generator=generator) - 1)
     elif kind.endswith("gaussian"):
         x = x + noise_scale * torch.randn(h * w, dim, generator=generator)
+    elif kind == "learned":
+        x = torch.nn.init.trunc_normal_(x, std=0.02, a=-2.0, b=2.0, generator=generator)
     return F.layer_norm(x, (dim,), eps=LAYER_NORM_EPS) if normalize else x
 
 

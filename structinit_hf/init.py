@@ -65,12 +65,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         qk_frobenius=0.0,
         position_scale=1.0,
     ),
-    # arXiv 2505.19985, osiriszjq/structured_initialization: position code x18, pseudo-inverse closed form, each
+    # arXiv 2505.19985, osiriszjq/structured_initialization: a learned position embedding as timm draws it, x18, solved
+    # on by a pseudo-inverse closed form, each
     # head's Q and K at Frobenius norm 7, centre-first 3x3 shifts (the same in every block, the target noise
     # drawn per block), mimetic-style value/output (alpha = beta = 0.4)
     "v2": dict(
         kernel_size=3,
-        pseudo_input="sincos",
+        pseudo_input="learned",
         sharpness=None,
         solver="pinv",
         per_layer=True,
