@@ -70,7 +70,9 @@ def test_pseudo_inputs_are_layer_normed_and_seeded(kind: str) -> None:
     x = impulse.pseudo_input((4, 6), 32, kind, seed=5)
     assert x.shape == (24, 32)
     torch.testing.assert_close(x.mean(-1), torch.zeros(24), atol=1e-5, rtol=0)
-    torch.testing.assert_close(x.var(-1, unbiased=False), torch.ones(24), atol=1e-3, rtol=0)
+    code_var = impulse.pseudo_input((4, 6), 32, kind, seed=5, normalize=False).var(-1, unbiased=False)
+    expected = code_var / (code_var + impulse.LAYER_NORM_EPS)  # "learned" has std 0.02, so eps shows
+    torch.testing.assert_close(x.var(-1, unbiased=False), expected, atol=1e-4, rtol=0)
     torch.testing.assert_close(x, impulse.pseudo_input((4, 6), 32, kind, seed=5))
     if kind != "sincos":
         assert not torch.equal(x, impulse.pseudo_input((4, 6), 32, kind, seed=6))
@@ -182,3 +184,30 @@ def test_solver_rejects_bad_arguments() -> None:
         impulse.solve_qk(x, targets[:, :10, :10], head_dim)
     with pytest.raises(ValueError, match="30 tokens is not a square grid"):
         impulse.solve_qk(x, targets, head_dim)
+
+
+def test_learned_pseudo_input_is_timms_position_embedding_draw() -> None:
+    """Catches v2 solving on the wrong code: the draw must have timm's learned-embedding scale (std 0.02)."""
+    code = impulse.pseudo_input(16, 192, "learned", seed=0, normalize=False)
+    assert code.std().item() == pytest.approx(0.02, rel=0.05)
+    assert code.abs().max().item() <= 2.0
+
+
+def test_centre_first_shifts_follow_the_authors_cell_order() -> None:
+    """Catches a wrong v2 order: cells 4, 1, 5, 3, 7, 0, 2, 6, 8 of the 3x3 window, whatever the seed."""
+    shifts = impulse.impulse_shifts(10, 3, seed=7, grid_size=8, order="centre-first")
+    expected = [(0, 0), (-1, 0), (0, 1), (0, -1), (1, 0), (-1, -1), (-1, 1), (1, -1), (1, 1), (0, 0)]
+    assert [tuple(s) for s in shifts.tolist()] == expected
+    with pytest.raises(ValueError, match="kernel_size 3 only"):
+        impulse.impulse_shifts(3, 5, grid_size=8, order="centre-first")
+
+
+@pytest.mark.parametrize("qk_frobenius", [1.0, 7.0])
+def test_pinv_solver_peaks_on_the_target_at_the_requested_norm(qk_frobenius: float) -> None:
+    """Catches a v2 solve that loses the pattern (e.g. a pseudo-inverse kept in near-null directions) or the norm."""
+    x = impulse.pseudo_input(8, 64, "learned", seed=0)
+    targets = impulse.impulse_targets(8, impulse.impulse_shifts(2, 3, grid_size=8, order="centre-first"))
+    q, k = impulse.solve_qk(x, targets, 32, "pinv", qk_frobenius=qk_frobenius)
+    torch.testing.assert_close(q.flatten(1).norm(dim=1), torch.full((2,), qk_frobenius))
+    torch.testing.assert_close(k.flatten(1).norm(dim=1), torch.full((2,), qk_frobenius))
+    assert impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)["hit_rate"] > 0.9

@@ -145,3 +145,40 @@ def test_prefix_tokens_do_not_outscore_the_targets() -> None:
     fidelity = impulse.target_fidelity(maps[:, :, prefix:, :], targets)  # rows of patch tokens, all keys
     assert fidelity["hit_rate"] >= 0.85
     assert maps[:, :, prefix:, :prefix].sum(-1).mean() < 0.2  # little attention goes to the prefix
+
+
+def test_presets_fix_their_options_and_refuse_a_clash() -> None:
+    """Catches a preset that silently takes a conflicting option, or one that drops an option it fixes."""
+    from structinit_hf.init import PRESETS, ImpulseOptions
+
+    v2 = ImpulseOptions(preset="v2", seed=3)
+    assert {name: getattr(v2, name) for name in PRESETS["v2"]} == PRESETS["v2"] and v2.seed == 3
+    assert ImpulseOptions(preset="v2", kernel_size=3, solver="pinv") == ImpulseOptions(preset="v2")  # same values pass
+    with pytest.raises(ValueError, match=r"preset 'v2' fixes kernel_size=5 \(it fixes 3\), solver='svd'"):
+        ImpulseOptions(preset="v2", kernel_size=5, solver="svd")
+    with pytest.raises(ValueError, match="unknown impulse preset 'v3'; expected one of structinit, v1, v2"):
+        ImpulseOptions(preset="v3")
+    with pytest.raises(ValueError, match="qk_frobenius must be >= 0"):
+        ImpulseOptions(qk_frobenius=-1.0)
+
+
+def test_v2_writes_a_scaled_learned_position_code_and_mimetic_value_output() -> None:
+    """Catches v2 losing one of its parts: the x18 learned-style code, per-head Q/K at norm 7, mimetic V/O."""
+    model = apply_structured_init(tiny_vit(class_token=False, global_pool="avg"), "impulse", preset="v2", seed=2)
+    code = impulse.pseudo_input((8, 8), 64, "learned", seed=2, normalize=False)
+    torch.testing.assert_close(model.pos_embed[0].detach(), 18 * code)
+    q = qk_rows(model, 1)[:64].reshape(2, 32, 64)  # heads x head_dim x dim
+    torch.testing.assert_close(q.flatten(1).norm(dim=1), torch.full((2,), 7.0))
+    v, o = mimetic_vo(64, 64, seed=2 + 1000)
+    torch.testing.assert_close(model.blocks[1].attn.proj.weight.detach(), o.T)
+
+
+def test_timm_models_record_the_preset_and_train_v2s_position_embedding() -> None:
+    """Catches a checkpoint that cannot tell which construction it started from, or a frozen v2 embedding."""
+    tiny = dict(depth=2, img_size=16, embed_dim=64, num_heads=2)
+    v2 = timm.create_model("vit_tiny_impulse3", preset="v2", **tiny)
+    assert v2.structinit_settings["preset"] == "v2" and v2.structinit_settings["solver"] == "pinv"
+    assert v2.pos_embed.requires_grad
+    assert not timm.create_model("vit_tiny_impulse3", **tiny).pos_embed.requires_grad
+    with pytest.raises(ValueError, match="preset 'v2' fixes kernel_size=5"):
+        timm.create_model("vit_tiny_impulse5", preset="v2", **tiny)
