@@ -9,7 +9,7 @@ Writes results.md, results.json and curves.png (default: benchmarks/small_data);
 import shlex
 import sys
 
-from structinit_hf.small_data import benchmark_parser, main
+from structinit_hf.benchmark import benchmark_parser, main
 
 if __name__ == "__main__":
     command = shlex.join(["python", "scripts/benchmark_small_data.py", *sys.argv[1:]])

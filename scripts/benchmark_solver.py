@@ -1,11 +1,13 @@
-"""Solver speed and faithfulness, side by side in one process (issue 2's benchmark).
+"""Solver speed, create_model cost and init health, side by side in one process.
 
-1. The paper's ``"adam"`` recipe against the default closed-form ``"svd"`` solver on the CIFAR
-   ViT-Tiny setting (16 x 16 grid, dim 192, 3 heads, k = 3 and 5): seconds, hit rate, target mass.
-2. ``timm.create_model("vit_tiny_impulse3")`` against the control ``vit_tiny_patch2_32``.
-3. Real images: CIFAR-10 test images through a fresh ``vit_tiny_impulse3`` (defaults) and through
-   the same model built the paper's way (adam solver, no content suppression, patch embedding as
-   PyTorch initializes it): per block, the share of patch-token rows that peak at the impulse target.
+1. The solvers on the CIFAR ViT-Tiny setting (16 x 16 grid, dim 192, 3 heads, k = 3 and 5): the paper's
+   ``"adam"`` recipe (v1), the authors' v2 ``"pinv"`` closed form and this project's ``"svd"``: seconds, hit
+   rate and target mass on the pseudo input.
+2. ``timm.create_model("vit_tiny_impulse3")`` against the control ``vit_tiny_patch2_32``, interleaved.
+3. Init health on real CIFAR-10 test images at the paper's architecture (32 px, patch 2, depth 12), for each
+   benchmark arm named by ``--arms``: per block the spectral norm of W_q, the attention entropy as a share of
+   uniform and, for impulse arms, the share of rows peaking on the impulse target
+   (:func:`structinit_hf.init_health.init_health`).
 
     python scripts/benchmark_solver.py --data ../shared/data/cifar10-small --out benchmarks/solver
 """
@@ -25,12 +27,11 @@ import torch
 
 import structinit_hf
 from structinit_hf import impulse
-from structinit_hf.attention_maps import block_fidelity
+from structinit_hf.benchmark import ALL_ARMS
 from structinit_hf.init import impulse_block_targets
+from structinit_hf.init_health import init_health
 
-PAPER_RECIPE = dict(solver="adam", suppress_content=False, patch_embed_scale=1.0, per_layer=False, value_init="default")
-# the first release's defaults, before the small-data ablation moved them
-FIRST_DEFAULTS = dict(patch_embed_scale=0.5, per_layer=False, value_init="default")
+HEALTH_ARMS = ("default", "mimetic", "impulse3", "impulse5", "v1", "v2")
 
 
 def solver_rows(repeats: int) -> list[dict]:
@@ -38,11 +39,11 @@ def solver_rows(repeats: int) -> list[dict]:
     rows = []
     for kernel_size in (3, 5):
         targets = impulse.impulse_targets(16, impulse.impulse_shifts(3, kernel_size, seed=0, grid_size=16))
-        for method in ("adam", "svd"):
+        for method in ("adam", "pinv", "svd"):
             times = []
             for _ in range(1 if method == "adam" else repeats):
                 start = time.perf_counter()
-                q, k = impulse.solve_qk(x, targets, 64, method)
+                q, k = impulse.solve_qk(x, targets, 64, method, qk_frobenius=7.0 if method == "pinv" else 0.0)
                 times.append(time.perf_counter() - start)
             fidelity = impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)
             rows.append(dict(kernel_size=kernel_size, method=method, seconds=statistics.median(times), **fidelity))
@@ -60,22 +61,20 @@ def create_model_rows(repeats: int) -> dict:
     return dict(medians, extra_seconds=medians["vit_tiny_impulse3"] - medians["vit_tiny_patch2_32"])
 
 
-def real_image_rows(data: Path, num_images: int) -> dict:
+def health_rows(data: Path, num_images: int, arms: list[str]) -> dict:
+    """Per arm (at the paper's architecture, seed 0): the init-health rows of every block on real images."""
     test = datasets.load_dataset(str(data), split="test").select(range(num_images))
     rows = {}
-    inits = (
-        ("default", {}),
-        ("first_defaults", FIRST_DEFAULTS),
-        ("mimetic_value_output", dict(value_init="mimetic")),
-        ("paper_adam", PAPER_RECIPE),
-    )
-    for label, options in inits:
+    for name in arms:
+        arm = ALL_ARMS[name]
         torch.manual_seed(0)
-        model = timm.create_model("vit_tiny_impulse3", **options).eval()
+        model = timm.create_model(arm.model, **arm.model_kwargs).eval()
         transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))
         images = torch.stack([transform(image.convert("RGB")) for image in test["img"]])
-        targets = impulse_block_targets(model, kernel_size=3, **options)  # the shifts this build drew
-        rows[label] = block_fidelity(model, images, targets)
+        settings = {k: v for k, v in model.structinit_settings.items() if k != "attention_init"}
+        impulse_init = model.structinit_settings["attention_init"] == "impulse"
+        targets = impulse_block_targets(model, **settings) if impulse_init else None  # the shifts this build drew
+        rows[name] = init_health(model, images, targets)
     return rows
 
 
@@ -100,20 +99,28 @@ def to_markdown(result: dict) -> str:
         "|---|---|---|",
     ]
     lines += [f"| {c['vit_tiny_patch2_32']:.3f} | {c['vit_tiny_impulse3']:.3f} | {c['extra_seconds']:+.3f} |", ""]
-    lines += [f"## Real images ({result['num_images']} CIFAR-10 test images), per block: hit rate / target mass", ""]
-    depth = len(result["real_images"]["default"])
-    lines += ["| init | " + " | ".join(f"block {i + 1}" for i in range(depth)) + " |", "|---" * (depth + 1) + "|"]
-    for label, blocks in result["real_images"].items():
-        lines.append(
-            f"| {label} | " + " | ".join(f"{b['hit_rate']:.2f} / {b['target_mass']:.2f}" for b in blocks) + " |"
-        )
+    health = result["init_health"]
+    depth = len(next(iter(health.values())))
+    header = ["| init | " + " | ".join(f"b{i + 1}" for i in range(depth)) + " |", "|---" * (depth + 1) + "|"]
+    metrics = (
+        ("q_norm", "spectral norm of W_q", "{:.2f}"),
+        ("entropy_ratio", "attention entropy / uniform", "{:.2f}"),
+        ("hit_rate", "rows peaking on the impulse target", "{:.2f}"),
+    )
+    for key, what, fmt in metrics:
+        lines += [f"## Init health, {what} ({result['num_images']} CIFAR-10 test images, per block)", "", *header]
+        for label, blocks in health.items():
+            if key in blocks[0]:
+                lines.append(f"| {label} | " + " | ".join(fmt.format(b[key]) for b in blocks) + " |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data/cifar10-small"))
-    parser.add_argument("--num-images", type=int, default=256)
+    parser.add_argument("--num-images", type=int, default=64)
+    parser.add_argument("--arms", nargs="+", default=list(HEALTH_ARMS), choices=tuple(ALL_ARMS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="folder for results.json and results.md")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 keeps timings steady on a busy CPU)")
@@ -121,16 +128,22 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     result = {
         "command": "python scripts/benchmark_solver.py "
-        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
+        + " ".join(
+            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in vars(args).items()
+            if v is not None
+        ),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
         f"timm {timm.__version__}, structinit_hf {structinit_hf.__version__}",
         "solver": solver_rows(args.repeats),
         "create_model": create_model_rows(args.repeats),
         "num_images": args.num_images,
-        "real_images": real_image_rows(args.data, args.num_images),
+        "init_health": health_rows(args.data, args.num_images, args.arms),
     }
     by = {(r["kernel_size"], r["method"]): r for r in result["solver"]}
     result["speedup"] = {k: by[(k, "adam")]["seconds"] / by[(k, "svd")]["seconds"] for k in (3, 5)}
+    create = result["create_model"]
+    create["ratio"] = create["vit_tiny_impulse3"] / create["vit_tiny_patch2_32"]
     text = to_markdown(result)
     print(text)
     if args.out:

@@ -12,10 +12,8 @@ import timm
 import torch
 from timm.models.convit import GPSA, ConVit
 
-from structinit_hf import small_data
-from structinit_hf.hub import push_to_hub
-from structinit_hf.plots import nonlocality
-from structinit_hf.small_data import (
+from structinit_hf import benchmark as small_data
+from structinit_hf.benchmark import (
     ARMS,
     PROFILES,
     BenchmarkDataset,
@@ -27,6 +25,9 @@ from structinit_hf.small_data import (
     train_argv,
     write_outputs,
 )
+from structinit_hf.benchmark import runs as benchmark_runs
+from structinit_hf.hub import push_to_hub
+from structinit_hf.plots import nonlocality
 
 TINY_ARCHITECTURE = {"img_size": 16, "patch_size": 4, "depth": 1}
 TINY_RECIPE = {
@@ -191,20 +192,20 @@ def test_a_finished_run_with_other_arguments_is_refused(tmp_path, monkeypatch) -
     assert (run / "results.json").is_file()  # nothing lost
     argv, kwargs = train_argv(profile, arm, 0, spec, run), arm_model_kwargs(arm, profile)
     (run / "benchmark_run.json").write_text(json.dumps({"argv": argv + ["--resume", "latest"]}))
-    small_data.check_finished_runs([(argv, run, kwargs)])  # a resumed run is the same run
+    benchmark_runs.check_finished_runs([(argv, run, kwargs)])  # a resumed run is the same run
 
     # same arguments, but trained when a package default was another value: refused too
     today = timm.create_model(arm.model, **kwargs).structinit_settings
     record = json.loads((run / "results.json").read_text())
     (run / "results.json").write_text(json.dumps({**record, "init": today}))
-    small_data.check_finished_runs([(argv, run, kwargs)])
+    benchmark_runs.check_finished_runs([(argv, run, kwargs)])
     older = {**today, "patch_embed_scale": today["patch_embed_scale"] + 0.25}
     older.pop("value_init")  # a setting added after the run was trained is not held against it
     (run / "results.json").write_text(json.dumps({**record, "init": older}))
     with pytest.raises(ValueError, match=r"impulse3-seed0 \(init settings other than today's defaults"):
-        small_data.check_finished_runs([(argv, run, kwargs)])
+        benchmark_runs.check_finished_runs([(argv, run, kwargs)])
     pinned = {**kwargs, "patch_embed_scale": older["patch_embed_scale"]}  # an arm that sets it explicitly is fine
-    small_data.check_finished_runs([(argv, run, pinned)])
+    benchmark_runs.check_finished_runs([(argv, run, pinned)])
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch) -> None:
@@ -217,15 +218,15 @@ def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch) -
         calls.append(command)
         return Finished()
 
-    monkeypatch.setattr(small_data.subprocess, "run", fake_run)
+    monkeypatch.setattr(benchmark_runs.subprocess, "run", fake_run)
     fresh, cut = tmp_path / "fresh", tmp_path / "cut"
     (fresh / "checkpoints" / ".epoch_0001.tmp").mkdir(parents=True)  # killed while writing its first checkpoint
     (fresh / "metrics.jsonl").write_text('{"epoch": 1}\n')
     (cut / "checkpoints" / "epoch_0003").mkdir(parents=True)
     (cut / "checkpoints" / "epoch_0003" / "trainer_state.json").write_text("{}")
     (cut / "metrics.jsonl").write_text('{"epoch": 3}\n')
-    small_data._train_one(["--seed", "0"], fresh, threads=1)
-    small_data._train_one(["--seed", "0"], cut, threads=1)
+    benchmark_runs._train_one(["--seed", "0"], fresh, threads=1)
+    benchmark_runs._train_one(["--seed", "0"], cut, threads=1)
     assert calls[0][-2:] == ["--seed", "0"]
     assert not (fresh / "metrics.jsonl").exists() and not (fresh / "checkpoints").exists()
     assert calls[1][-2:] == ["--resume", "latest"]

@@ -1,0 +1,297 @@
+"""The benchmark's arms (one attention init each), the paper's Table 2 and the profiles (data, size, recipe).
+
+Profiles:
+
+* ``cpu``: the 4,660 / 932 real CIFAR-10 images of ``../shared/data/cifar10-small``, ViT-Tiny width
+  (dim 192, 3 heads) at 32 px with patch 4 (8 x 8 tokens), 6 blocks, 8 epochs, batch 64, 1 warm-up
+  epoch, two runs at a time with one thread each. Sizing, timed with ``scripts/train.py`` on the
+  shared 2-core CPU while other jobs ran: ~53 training images/s per single-thread run (40 assumed to
+  be safe; ConViT ~20 % slower), ~10 s start-up and ~25 s of evaluation per run. At 40 images/s the
+  6 arms x 2 seeds take about 90 minutes (12 runs, two in parallel); at the measured rate about 70.
+* ``cpu-proxy``: patch 2 on 16 px full-CIFAR-10 images, depth 12, width 48: the CPU setting that ranks the
+  inits as the GPU does at the paper's architecture (issue 11).
+* ``cifar10``: the paper's architecture on full CIFAR-10 for 20 epochs, sized for one lent GPU.
+* ``paper``: the paper's setting (ViT-Tiny, patch 2, 12 blocks, 200 epochs, batch 512 and the rest of
+  ``train.py``'s default recipe) on CIFAR-10, CIFAR-100 or SVHN from the Hub: for GPUs, not run here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ABLATION_ARMS",
+    "ABLATION_REFERENCES",
+    "ALL_ARMS",
+    "ARMS",
+    "DIAGNOSIS_ARMS",
+    "PAPER_TABLE2",
+    "PROFILES",
+    "STUDIES",
+    "Arm",
+    "BenchmarkDataset",
+    "Profile",
+    "arm_model_kwargs",
+    "select_arms",
+    "study_arm_names",
+]
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One column of the comparison: a registered model name, its extra kwargs and the paper's row."""
+
+    name: str
+    description: str
+    model: str
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    paper_row: str | None = None  # key of PAPER_TABLE2, None where the paper reports no figure
+
+
+# timm 1.0.31's weight_init='reset' calls each module's own reset_parameters() and nothing else: nn.Linear
+# and the patch-embedding Conv2d get PyTorch's Kaiming-uniform default (weights and biases uniform in
+# +-1/sqrt(fan_in)), LayerNorm ones/zeros; the sin-cos position embedding is then written by the builder.
+ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm("default", "timm default (trunc normal, std 0.02)", "vit_tiny_patch2_32", {}, "default"),
+        Arm("kaiming", "PyTorch default (Kaiming uniform)", "vit_tiny_patch2_32", {"weight_init": "reset"}, "kaiming"),
+        Arm("mimetic", "mimetic", "vit_tiny_mimetic", {}, "mimetic"),
+        Arm("impulse3", "impulse 3x3", "vit_tiny_impulse3", {}, "impulse3"),
+        Arm("impulse5", "impulse 5x5", "vit_tiny_impulse5", {}, "impulse5"),
+        Arm("v1", "impulse 3x3, the authors' v1 (Adam, arXiv 2404.01139)", "vit_tiny_impulse3", {"preset": "v1"}),
+        Arm("v2", "impulse 3x3, the authors' v2 (NeurIPS 2025)", "vit_tiny_impulse3", {"preset": "v2"}),
+        Arm("convit", "ConViT-Tiny (GPSA, architectural peer)", "convit_tiny_patch2_32", {}, None),
+    )
+}
+
+# The impulse settings first released (chosen from init-time fidelity alone), spelled out so the ablation's
+# runs stay the same runs when the package defaults move (``value_init``, added after them, was "default").
+FIRST_IMPULSE_DEFAULTS: dict[str, Any] = {
+    "pseudo_input": "sincos",
+    "sharpness": 0.7,
+    "solver": "svd",
+    "per_layer": False,
+    "suppress_content": True,
+    "patch_embed_scale": 0.5,
+}
+
+# The ablation (``--study ablation``): impulse 3x3 with one setting changed at a time from the first defaults,
+# plus the paper's own solve; the main study's ``default``, ``mimetic`` and ``impulse3`` (today's defaults) runs
+# are its references.
+ABLATION_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm(
+            "impulse3-v0",
+            "impulse 3x3, first defaults (svd, sharpness 0.7, content suppressed, patch x0.5)",
+            "vit_tiny_impulse3",
+            dict(FIRST_IMPULSE_DEFAULTS),
+        ),
+        Arm(
+            "impulse3-paper",
+            "impulse 3x3, the paper's solve (adam, content not suppressed, patch x1)",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "solver": "adam", "suppress_content": False, "patch_embed_scale": 1.0},
+        ),
+        Arm(
+            "impulse3-scale1",
+            "v0 with patch_embed_scale 1",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "patch_embed_scale": 1.0},
+        ),
+        Arm(
+            "impulse3-soft", "v0 with sharpness 0.3", "vit_tiny_impulse3", {**FIRST_IMPULSE_DEFAULTS, "sharpness": 0.3}
+        ),
+        Arm(
+            "impulse3-content",
+            "v0 with suppress_content off",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "suppress_content": False},
+        ),
+        Arm(
+            "impulse3-perlayer",
+            "v0 with a fresh solve per block",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "per_layer": True},
+        ),
+        Arm(
+            "impulse3-noisy",
+            "v0 solved on sin-cos plus Gaussian noise",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "pseudo_input": "sincos+gaussian"},
+        ),
+        Arm(
+            "impulse3-mimeticvo",
+            "v0 with mimetic value/output projections",
+            "vit_tiny_impulse3",
+            {**FIRST_IMPULSE_DEFAULTS, "value_init": "mimetic"},
+        ),
+    )
+}
+# The patch-2 diagnosis (issue 11): today's impulse defaults with one of v2's choices each, on the cpu-proxy profile.
+DIAGNOSIS_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm(
+            "impulse3-qkfro7",
+            "impulse 3x3, Q/K at Frobenius norm 7 per head (v2's scale)",
+            "vit_tiny_impulse3",
+            {"qk_frobenius": 7.0},
+        ),
+        Arm("impulse3-pos18", "impulse 3x3, position code x18 (v2's)", "vit_tiny_impulse3", {"position_scale": 18.0}),
+        Arm(
+            "impulse3-mimeticvo",
+            "impulse 3x3, mimetic value/output (v2's)",
+            "vit_tiny_impulse3",
+            {"value_init": "mimetic"},
+        ),
+        Arm("impulse3-free", "impulse 3x3, content not suppressed", "vit_tiny_impulse3", {"suppress_content": False}),
+    )
+}
+ABLATION_REFERENCES = ("default", "mimetic", "impulse3")
+ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS, **DIAGNOSIS_ARMS}  # every arm --arms accepts
+STUDIES = ("main", "ablation")
+
+# The paper's Table 2 (top-1 %, ViT-Tiny, 200 epochs), for reference beside our own numbers.
+PAPER_TABLE2: dict[str, dict[str, float]] = {
+    "kaiming": {"cifar10": 86.36, "cifar100": 63.50, "svhn": 94.51},
+    "default": {"cifar10": 88.63, "cifar100": 66.50, "svhn": 93.20},
+    "mimetic": {"cifar10": 91.16, "cifar100": 70.40, "svhn": 97.53},
+    "impulse3": {"cifar10": 91.62, "cifar100": 68.81, "svhn": 97.21},
+    "impulse5": {"cifar10": 90.67, "cifar100": 70.46, "svhn": 97.23},
+}
+
+
+@dataclass(frozen=True)
+class BenchmarkDataset:
+    """A dataset a profile trains on: ``train.py``'s ``--dataset`` / ``--dataset-config`` and the paper's column."""
+
+    dataset: str
+    config: str | None = None
+    paper_column: str | None = None  # key into PAPER_TABLE2 rows
+    hub_id: str | None = None  # the Hub dataset a local copy comes from (push_to_hub's --dataset-id)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything shared by the arms of one benchmark: data, architecture overrides, recipe and seeds."""
+
+    name: str
+    datasets: dict[str, BenchmarkDataset]
+    architecture: dict[str, Any]  # --model-kwargs shared by every arm (img_size, patch_size, depth ...)
+    recipe: dict[str, Any]  # train.py flags (dest names) shared by every arm
+    seeds: tuple[int, ...]
+    table_epochs: tuple[int, ...]  # epochs shown in the table besides the final score
+    jobs: int  # runs trained at the same time
+    notes: str = ""  # why the profile is sized as it is: printed in results.md
+
+
+PROFILES: dict[str, Profile] = {
+    "cpu": Profile(
+        name="cpu",
+        datasets={
+            "cifar10-small": BenchmarkDataset("../shared/data/cifar10-small", None, "cifar10", "uoft-cs/cifar10")
+        },
+        architecture={"img_size": 32, "patch_size": 4, "depth": 6},
+        recipe={"epochs": 8, "batch_size": 64, "warmup_epochs": 1, "keep_checkpoints": 1},
+        seeds=(0, 1),
+        table_epochs=(2, 4),
+        jobs=2,
+        notes="Sized for a shared 2-core CPU: ViT-Tiny width (dim 192, 3 heads) with patch 4 (8 x 8 tokens at 32 px) "
+        "and 6 blocks instead of patch 2 and 12, 8 epochs of 4,194 training images (466 held out for validation), "
+        "batch 64 with 1 warm-up epoch; the rest is the paper's recipe (AdamW lr 1e-3, wd 0.01, RandAugment m9, "
+        "label smoothing 0.1, clip 3). Two runs at a time, one thread each. Planned from ~53 images/s measured per "
+        "single-thread run on the busy machine (40 assumed): about 90 minutes for 6 arms x 2 seeds.",
+    ),
+    "cpu-proxy": Profile(
+        name="cpu-proxy",
+        datasets={"cifar10": BenchmarkDataset("../shared/data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
+        architecture={"img_size": 16, "patch_size": 2, "depth": 12, "embed_dim": 48, "num_heads": 3},
+        recipe={
+            "epochs": 6,
+            "batch_size": 256,
+            "warmup_epochs": 1,
+            "weight_decay": 0.05,
+            "aa": "none",
+            "scale": (0.35, 1.0),
+            "max_train_samples": 20_000,
+            "val_split": 0.02,
+            "keep_checkpoints": 1,
+        },
+        seeds=(0, 1),
+        table_epochs=(2, 4),
+        jobs=2,
+        notes="The paper's token (patch 2: 12 pixel values per token) on a 2-core CPU: full CIFAR-10 images resized to "
+        "16 px (8 x 8 tokens), ViT depth 12, width 48, 3 heads; 6 epochs of 20,000 training images (2% held out for "
+        "validation), all 10,000 test images scored; batch 256, AdamW lr 1e-3 wd 0.05, 1 warm-up epoch, crop + flip "
+        "without RandAugment, label smoothing 0.1, clip 3. Two runs at a time, one thread each: about 13 minutes "
+        "a run on the shared 2-core CPU (~170 training images/s per run). The patch-2 token, not the token count, "
+        "is what made impulse init trail at paper scale (../shared/DESIGN.md).",
+    ),
+    "cifar10": Profile(
+        name="cifar10",
+        datasets={"cifar10": BenchmarkDataset("data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
+        architecture={"img_size": 32, "patch_size": 2, "depth": 12},
+        recipe={"epochs": 20, "batch_size": 512, "warmup_epochs": 1, "keep_checkpoints": 1, "val_split": 0.02},
+        seeds=(0, 1),
+        table_epochs=(5, 10),
+        jobs=4,
+        notes="For one GPU: the paper's architecture (ViT-Tiny, 32 px, patch 2, 12 blocks) on full CIFAR-10 (a local "
+        "copy in data/cifar10), 20 epochs (the authors' own Colab compared inits at 20), batch 512, 1 warm-up epoch, "
+        "the rest of train.py's recipe, with train.py's GPU defaults (bf16 autocast, compile). Four runs share the "
+        "GPU at a time (six at once ran out of 80 GB). Default, mimetic, impulse3, impulse5, v1 and v2 take two "
+        "seeds; Kaiming and ConViT (about 7x slower) one: pass --arms ... --seeds 0 for those.",
+    ),
+    "paper": Profile(
+        name="paper",
+        datasets={
+            "cifar10": BenchmarkDataset("uoft-cs/cifar10", None, "cifar10"),
+            "cifar100": BenchmarkDataset("uoft-cs/cifar100", None, "cifar100"),
+            "svhn": BenchmarkDataset("ufldl-stanford/svhn", "cropped_digits", "svhn"),
+        },
+        architecture={"img_size": 32, "patch_size": 2, "depth": 12},
+        recipe={"epochs": 200, "batch_size": 512, "workers": 4, "keep_checkpoints": 1},
+        seeds=(0, 1, 2),
+        table_epochs=(50, 100),
+        jobs=1,
+        notes="The paper's setting: ViT-Tiny (dim 192, 12 blocks, 3 heads), 32 px, patch 2, 200 epochs, batch 512, "
+        "AdamW lr 1e-3 wd 0.01 eps 1e-3, cosine with 10 warm-up epochs, RandAugment m9, label smoothing 0.1, "
+        "clip 3; one run at a time on the full dataset from the Hub.",
+    ),
+}
+
+CONVIT_GPSA_SHARE = 10 / 12  # ConViT-Tiny: 10 of its 12 blocks are GPSA; kept when the depth changes
+
+
+def study_arm_names(study: str) -> list[str]:
+    """The arms a study trains by default: the six of the main table, or the ablation with its reference rows."""
+    if study not in STUDIES:
+        raise ValueError(f"unknown study {study!r}; expected one of {', '.join(STUDIES)}")
+    return list(ARMS) if study == "main" else [*ABLATION_REFERENCES, *ABLATION_ARMS]
+
+
+def select_arms(names: Iterable[str] | None = None) -> list[Arm]:
+    """The arms called ``names`` (the main six for ``None``), in the order given; ablation arms included."""
+    if names is None:
+        return list(ARMS.values())
+    names = list(names)
+    unknown = [name for name in names if name not in ALL_ARMS]
+    if unknown or not names:
+        raise ValueError(f"unknown arm(s) {unknown or names}; expected some of {', '.join(ALL_ARMS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"arm names repeat in {names}")
+    return [ALL_ARMS[name] for name in names]
+
+
+def arm_model_kwargs(arm: Arm, profile: Profile) -> dict[str, Any]:
+    """The builder kwargs of ``arm`` under ``profile``: the shared architecture, then the arm's own.
+
+    ConViT keeps its share of GPSA blocks (10 of 12) when the profile changes the depth.
+    """
+    kwargs = {**profile.architecture, **arm.model_kwargs}
+    if arm.model.startswith("convit") and "depth" in kwargs:
+        kwargs.setdefault("local_up_to_layer", max(1, round(kwargs["depth"] * CONVIT_GPSA_SHARE)))
+    return kwargs

@@ -1,0 +1,138 @@
+"""Training the benchmark's runs: one ``scripts/train.py`` subprocess per (arm, seed), resumable.
+
+A run is finished when its ``results.json`` exists; a finished run is reused only if it is the run the
+benchmark would train now (same arguments, same init settings), and a run cut short resumes from its
+newest complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_json
+from ..init import ImpulseOptions
+from ..timm_models import IMPULSE_KWARGS
+from ..training import TRAINER_STATE
+from .arms import Arm, BenchmarkDataset, Profile, arm_model_kwargs
+
+RUN_RESULTS = "results.json"
+RUN_LOG = "train.log"
+RUN_TIMING = "benchmark_run.json"
+BENCHMARK_CLOCK = "wall_clock.json"  # per study: wall_clock-ablation.json for the ablation
+RUN_SPECIFIC_ARGS = ("model", "model_kwargs", "seed", "output_dir", "resume", "dataset", "dataset_config")
+# scripts/train.py, run as ``python -c`` so the benchmark needs no checkout of the scripts folder
+TRAIN_ENTRY = "from structinit_hf.training import train, training_parser; train(training_parser().parse_args())"
+
+
+def flag_values(name: str, value: Any) -> list[str]:
+    flag = f"--{name.replace('_', '-')}"
+    if isinstance(value, bool):
+        return [flag] if value else []
+    if isinstance(value, list | tuple):
+        return [flag, *map(str, value)]
+    return [flag, str(value)]
+
+
+def train_argv(profile: Profile, arm: Arm, seed: int, dataset: BenchmarkDataset, run_dir: Path) -> list[str]:
+    """The ``scripts/train.py`` arguments of one (arm, seed) run."""
+    argv = ["--model", arm.model, "--model-kwargs"]
+    argv += [f"{key}={value}" for key, value in arm_model_kwargs(arm, profile).items()]
+    argv += ["--dataset", dataset.dataset]
+    if dataset.config is not None:
+        argv += ["--dataset-config", dataset.config]
+    for name, value in profile.recipe.items():
+        argv += flag_values(name, value)
+    return argv + ["--seed", str(seed), "--output-dir", str(run_dir)]
+
+
+def run_dir_for(runs_dir: Path, arm: Arm, seed: int) -> Path:
+    return Path(runs_dir) / f"{arm.name}-seed{seed}"
+
+
+def is_finished(run_dir: Path) -> bool:
+    return (run_dir / RUN_RESULTS).is_file()
+
+
+def _without_resume(argv: Sequence[str]) -> list[str]:
+    argv = list(argv)
+    return argv[:-2] if argv[-2:] == ["--resume", "latest"] else argv
+
+
+def _init_is_current(recorded: dict[str, Any], model_kwargs: dict[str, Any]) -> bool:
+    """Whether a finished impulse run's recorded init settings are what its arm builds now: a package default
+    moved since (say ``patch_embed_scale``) changes an arm without changing its arguments. Settings added to
+    the package after the run (absent from its record) are taken to have kept the old behaviour."""
+    if recorded.get("attention_init") != "impulse":
+        return True
+    given = {key: value for key, value in model_kwargs.items() if key in IMPULSE_KWARGS}
+    expected = asdict(ImpulseOptions(**{"kernel_size": recorded.get("kernel_size"), **given}))
+    return all(expected.get(key) == value for key, value in recorded.items() if key != "attention_init")
+
+
+def check_finished_runs(planned: Iterable[tuple[list[str], Path, dict[str, Any]]]) -> None:
+    """Refuse to reuse a finished run that is not the run the benchmark would train now: other arguments (an arm
+    or the recipe edited since) or other init settings (a package default moved). It would be scored under the
+    wrong name. Takes ``(train argv, run folder, model kwargs)`` per run; nothing is deleted."""
+    stale = []
+    for argv, run_dir, model_kwargs in planned:
+        if not is_finished(run_dir):
+            continue
+        timing = run_dir / RUN_TIMING
+        if timing.is_file() and _without_resume(json.loads(timing.read_text())["argv"]) != _without_resume(argv):
+            stale.append(f"{run_dir} (other arguments, see its {RUN_TIMING})")
+        elif not _init_is_current(json.loads((run_dir / RUN_RESULTS).read_text()).get("init", {}), model_kwargs):
+            stale.append(f"{run_dir} (init settings other than today's defaults, see its {RUN_RESULTS})")
+    if stale:
+        raise ValueError(
+            f"finished run(s) {', '.join(stale)} are not the runs this benchmark trains; move them away or pass "
+            "another --runs-dir"
+        )
+
+
+def _train_one(argv: list[str], run_dir: Path, threads: int) -> tuple[int, float]:
+    """Train one run in a subprocess (its own memory, its own thread count); log to ``run_dir/train.log``.
+
+    A run cut short resumes from its newest complete checkpoint; one cut short before its first
+    checkpoint starts over, without what it left (a partial ``checkpoints/``, a logged first epoch).
+    """
+    if any((run_dir / "checkpoints").glob(f"epoch_*/{TRAINER_STATE}")):
+        argv = [*argv, "--resume", "latest"]
+    else:
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    start = time.perf_counter()
+    with (run_dir / RUN_LOG).open("a") as log:
+        log.write(f"$ python scripts/train.py {' '.join(argv)}\n")
+        log.flush()
+        code = subprocess.run(
+            [sys.executable, "-c", TRAIN_ENTRY, *argv], stdout=log, stderr=subprocess.STDOUT, env=env
+        ).returncode
+    elapsed = time.perf_counter() - start
+    if code == 0:
+        write_json(run_dir / RUN_TIMING, {"argv": argv, "threads": threads, "elapsed_s": round(elapsed, 1)})
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # final/ holds the model; resuming is over
+    return code, elapsed
+
+
+@contextmanager
+def _wall_clock(path: Path) -> Iterator[dict[str, float]]:
+    """Add the time spent inside to the total kept in ``path``, even when interrupted (resumes add up)."""
+    clock = {"total": json.loads(path.read_text())["wall_clock_s"] if path.is_file() else 0.0}
+    start = time.perf_counter()
+    try:
+        yield clock
+    finally:
+        clock["total"] += time.perf_counter() - start
+        write_json(path, {"wall_clock_s": round(clock["total"], 1)})

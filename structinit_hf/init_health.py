@@ -1,0 +1,54 @@
+"""How a freshly initialized ViT's attention looks on real images: the init-health report.
+
+Per block: the spectral norm of the query and key projections (how much a small change of the token
+representation moves the logits), the mean attention entropy on real images (``log N`` is uniform) and,
+for impulse inits, the share of patch-token rows whose attention peaks on the impulse target.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from .attention_maps import timm_attention_maps
+from .impulse import target_fidelity
+
+__all__ = ["init_health", "qk_spectral_norms"]
+
+
+@torch.no_grad()
+def qk_spectral_norms(model: nn.Module) -> list[tuple[float, float]]:
+    """``(||W_q||_2, ||W_k||_2)`` of every block of a timm ``VisionTransformer`` (all heads together)."""
+    norms = []
+    for block in model.blocks:
+        weight = block.attn.qkv.weight.float()
+        attn_dim = weight.shape[0] // 3
+        norms.append(
+            tuple(torch.linalg.matrix_norm(weight[i * attn_dim : (i + 1) * attn_dim], 2).item() for i in (0, 1))
+        )
+    return norms
+
+
+@torch.no_grad()
+def init_health(
+    model: nn.Module, images: torch.Tensor, block_targets: list[torch.Tensor] | None = None
+) -> list[dict[str, Any]]:
+    """One row per block: ``q_norm``, ``k_norm``, ``entropy`` (nats, mean over images, heads and patch rows),
+    ``entropy_ratio`` (to uniform attention over the patch tokens) and, given ``block_targets`` (heads x N x N per
+    block, as :func:`~structinit_hf.init.impulse_block_targets` returns), ``hit_rate`` and ``target_mass``."""
+    prefix = getattr(model, "num_prefix_tokens", 0)
+    maps = [m[..., prefix:, prefix:] for m in timm_attention_maps(model.eval(), images)]
+    uniform = math.log(maps[0].shape[-1])
+    rows = []
+    for index, ((q_norm, k_norm), attention) in enumerate(zip(qk_spectral_norms(model), maps, strict=True)):
+        # renormalised over patch keys, so a prefix token's share does not count as spread
+        attention = attention / attention.sum(-1, keepdim=True)
+        entropy = -(attention * attention.clamp_min(1e-30).log()).sum(-1).mean().item()
+        row = dict(block=index + 1, q_norm=q_norm, k_norm=k_norm, entropy=entropy, entropy_ratio=entropy / uniform)
+        if block_targets is not None:
+            row.update(target_fidelity(attention, block_targets[index].to(attention.device)))
+        rows.append(row)
+    return rows
