@@ -111,6 +111,20 @@ def test_an_impulse_card_says_what_else_the_init_touched(run):
     assert "initial weights were scaled by 0.5" in text
 
 
+def test_an_impulse_card_names_its_preset(run):
+    """Catches a card that hides which construction (this project's, v1 or v2) the checkpoint started from."""
+    results = read_results(run / "results.json")
+    config = json.loads((run / "final" / "config.json").read_text())
+    texts = {}
+    for preset in ("structinit", "v1", "v2"):
+        results["init"] = {**results["init"], "preset": preset}
+        texts[preset] = build_model_card(results, config, REPO_ID, num_params=10**6).text
+    assert "this project's own (**`structinit` preset**" in texts["structinit"]
+    assert "**`v1` preset**, the paper's first version (arXiv 2404.01139)" in texts["v1"]
+    assert "**`v2` preset**, the authors' NeurIPS 2025 version (arXiv 2505.19985)" in texts["v2"]
+    assert "| preset | `v2` |" in texts["v2"]
+
+
 def test_a_mimetic_card_names_its_own_paper_first(run):
     results = read_results(run / "results.json")
     results.update(model="vit_tiny_mimetic", init={"attention_init": "mimetic", "seed": 0})
