@@ -1,41 +1,40 @@
-"""Read the attention maps of a timm ViT: what the pictures, benchmarks and tests look at."""
+"""Read the attention maps of a timm ViT or ConViT: what the pictures, benchmarks and tests look at.
+
+Every map comes from one reader, timm's ``AttentionExtract`` hooked where each block applies dropout
+to its attention (:func:`~structinit_hf.hf.modeling_structinit_vit.extract_attention`, also behind
+``output_attentions`` of the transformers models).  For ConViT's gated positional blocks that is the
+gated mixture of content and positional attention.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-__all__ = ["attention_inputs", "block_fidelity", "timm_attention_maps"]
+from .hf.modeling_structinit_vit import extract_attention
 
-
-@torch.no_grad()
-def attention_inputs(model: nn.Module, images: torch.Tensor) -> list[torch.Tensor]:
-    """What each block's attention layer receives (after its norm) when ``model`` sees ``images``."""
-    inputs: list[torch.Tensor] = []
-    hooks = [block.attn.register_forward_pre_hook(lambda _m, args: inputs.append(args[0])) for block in model.blocks]
-    try:
-        model(images)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return inputs
+__all__ = ["block_fidelity", "patch_attention_maps", "timm_attention_maps"]
 
 
 @torch.no_grad()
 def timm_attention_maps(model: nn.Module, images: torch.Tensor) -> list[torch.Tensor]:
-    """Softmax attention of every block of a timm ``VisionTransformer``: a list of ``B x heads x T x T``.
+    """Attention of every block of a timm ``VisionTransformer`` or ``ConVit`` in eval mode: ``B x heads x T x T``.
 
-    The maps are recomputed from each block's attention input with its own ``qkv`` weights, so they
-    are exact whether or not timm uses fused (flash) attention for the forward pass.
+    ``T`` counts every token the block sees (class and register tokens first); ``model`` is left in eval mode.
     """
-    maps = []
-    for block, x in zip(model.blocks, attention_inputs(model, images), strict=True):
-        attn = block.attn
-        b, t, _ = x.shape
-        qkv = attn.qkv(x).reshape(b, t, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = attn.q_norm(qkv[0]), attn.k_norm(qkv[1])
-        maps.append(torch.softmax(q @ k.transpose(-2, -1) * attn.scale, dim=-1))
-    return maps
+    model.eval()
+    with extract_attention(model) as extractor:
+        return list(extractor(images).values())
+
+
+def patch_attention_maps(model: nn.Module, images: torch.Tensor) -> list[torch.Tensor]:
+    """Per block, the attention among patch tokens only (``B x heads x N x N``), prefix tokens dropped.
+
+    Rows keep the weights the patch queries give to patch keys; the share a query gives to a class
+    or register token is left out, so rows of models with prefix tokens sum to less than one.
+    """
+    patches = model.patch_embed.num_patches
+    return [m[..., -patches:, -patches:] for m in timm_attention_maps(model, images)]
 
 
 def block_fidelity(model: nn.Module, images: torch.Tensor, block_targets: list[torch.Tensor]) -> list[dict[str, float]]:
@@ -46,6 +45,5 @@ def block_fidelity(model: nn.Module, images: torch.Tensor, block_targets: list[t
     """
     from .impulse import target_fidelity
 
-    prefix = getattr(model, "num_prefix_tokens", 0)
-    maps = timm_attention_maps(model, images)
-    return [target_fidelity(m[..., prefix:, prefix:], t.to(m.device)) for m, t in zip(maps, block_targets, strict=True)]
+    maps = patch_attention_maps(model, images)
+    return [target_fidelity(m, t.to(m.device)) for m, t in zip(maps, block_targets, strict=True)]

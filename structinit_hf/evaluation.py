@@ -24,6 +24,7 @@ import timm
 import torch
 import transformers
 from accelerate import Accelerator
+from huggingface_hub import is_offline_mode
 from timm.data import resolve_model_data_config
 from timm.models import split_model_name_tag
 from timm.utils import ParseKwargs
@@ -222,7 +223,15 @@ def load_model(
         return model, dict(getattr(model, "structinit_settings", {}))
     if source.count("/") == 1 and not source.startswith((".", "/", "~")):
         ensure_hub_reachable(source, "model")
-        return _transformers_model(source, num_classes, label_names, trust_remote_code), {}
+        try:
+            return _transformers_model(source, num_classes, label_names, trust_remote_code), {}
+        except OSError as error:
+            if not is_offline_mode():
+                raise
+            raise FileNotFoundError(
+                f"transformers model {source!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a "
+                "local checkpoint folder, or run once online to cache it"
+            ) from error
     raise UsageError(
         f"unknown model {source!r}{did_you_mean(source, timm.list_models())}: expected a timm model name "
         "(timm.list_models()), a local checkpoint folder, 'hf-hub:<repo id>' or a transformers Hub id"

@@ -1,10 +1,8 @@
 """Pictures of attention: the paper's Figure 3 (maps of a few blocks per init) and ConViT's non-locality.
 
-The maps are read on real images: :func:`attention_maps` gives, per block, the softmax attention
-among patch tokens (prefix tokens dropped) of a timm ``VisionTransformer`` or ``ConVit``. ConViT's
-gated positional self-attention (GPSA) blocks mix a content softmax and a positional softmax through
-a per-head gate; :meth:`timm.models.convit.GPSA.get_attention` computes exactly that mixture, so it is
-read from there; its plain MHSA blocks (after the class token is joined) are recomputed from ``qkv``.
+The maps are read on real images with :func:`~structinit_hf.attention_maps.patch_attention_maps`:
+per block, the attention among patch tokens (prefix tokens dropped) of a timm ``VisionTransformer``
+or ``ConVit`` (for ConViT's gated positional blocks, the gated mixture of content and position).
 """
 
 from __future__ import annotations
@@ -15,17 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from timm.models.convit import GPSA, ConVit
+from timm.models.convit import ConVit
 from torch import nn
 
 from .atomic import write_file
-from .attention_maps import attention_inputs, timm_attention_maps
+from .attention_maps import patch_attention_maps
 from .data import build_transform, find_columns, load_raw_dataset
 from .evaluation import model_data_config
 
 __all__ = [
     "attention_distance",
-    "attention_maps",
     "default_blocks",
     "draw_attention_pictures",
     "load_images",
@@ -53,36 +50,6 @@ def load_images(dataset: str, models: Sequence[nn.Module], num_images: int, spli
     return batches
 
 
-@torch.no_grad()
-def _convit_attention_maps(model: ConVit, images: torch.Tensor) -> list[torch.Tensor]:
-    maps = []
-    for block, x in zip(model.blocks, attention_inputs(model, images), strict=True):
-        attn = block.attn
-        if isinstance(attn, GPSA):
-            maps.append(attn.get_attention(x))  # patch tokens only: the class token joins after the GPSA blocks
-            continue
-        b, t, c = x.shape
-        qkv = attn.qkv(x).reshape(b, t, 3, attn.num_heads, c // attn.num_heads).permute(2, 0, 3, 1, 4)
-        scores = torch.softmax(qkv[0] @ qkv[1].transpose(-2, -1) * attn.scale, dim=-1)
-        prefix = t - model.patch_embed.num_patches
-        maps.append(scores[..., prefix:, prefix:])
-    return maps
-
-
-@torch.no_grad()
-def attention_maps(model: nn.Module, images: torch.Tensor) -> list[torch.Tensor]:
-    """Per block, the attention among patch tokens (``B x heads x N x N``) of a timm ViT or ConViT, in eval mode.
-
-    Rows keep the weights the patch queries give to patch keys; the share a query gives to a class
-    or register token is left out, so rows of ViTs with prefix tokens sum to less than one.
-    """
-    model.eval()
-    if isinstance(model, ConVit):
-        return _convit_attention_maps(model, images)
-    prefix = getattr(model, "num_prefix_tokens", 0)
-    return [m[..., prefix:, prefix:] for m in timm_attention_maps(model, images)]
-
-
 def _grid_size(model: nn.Module) -> tuple[int, int]:
     return tuple(model.patch_embed.grid_size)
 
@@ -106,7 +73,7 @@ def attention_distance(maps: torch.Tensor, grid_size: tuple[int, int]) -> float:
 def nonlocality(model: nn.Module, images: torch.Tensor) -> list[float]:
     """:func:`attention_distance` of every block of ``model`` on ``images``."""
     grid = _grid_size(model)
-    return [attention_distance(m, grid) for m in attention_maps(model, images)]
+    return [attention_distance(m, grid) for m in patch_attention_maps(model, images)]
 
 
 def default_blocks(depth: int) -> tuple[int, ...]:
@@ -149,7 +116,7 @@ def plot_attention_figure(
     plt = _pyplot()
     rows = []
     for (label, model), batch in zip(models.items(), images, strict=True):
-        maps = attention_maps(model, batch)
+        maps = patch_attention_maps(model, batch)
         chosen = tuple(blocks) if blocks is not None else default_blocks(len(maps))
         bad = [b for b in chosen if not 1 <= b <= len(maps)]
         if bad:

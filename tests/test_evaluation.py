@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import datasets
@@ -93,6 +94,18 @@ def test_unknown_model_keyword_names_the_nearest_before_reading_data(tmp_path, c
     assert err[-1].startswith("error: unknown model keyword 'kernal_size' for vit_tiny_impulse3")
     assert "(did you mean 'kernel_size'?)" in err[-1] and "missing" not in err[-1]
     assert not (tmp_path / "r.json").exists()
+
+
+def test_transformers_hub_id_offline_fails_at_once_naming_it():
+    """Catches transformers' generic "couldn't connect" OSError (it names neither the model nor HF_HUB_OFFLINE),
+    and minutes of retries before it."""
+    start = time.perf_counter()
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"'google/vit-base-patch16-224' is not in the local Hub cache and HF_HUB_OFFLINE is set",
+    ):
+        load_model("google/vit-base-patch16-224", num_classes=10)
+    assert time.perf_counter() - start < 15
 
 
 def test_unknown_model_name_suggests_a_registered_one():

@@ -13,6 +13,7 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from reference_attention import recomputed_attention
 from safetensors.torch import load_file, save_file
 from transformers import (
     AutoConfig,
@@ -26,7 +27,6 @@ from transformers import (
 
 import structinit_hf
 from structinit_hf import impulse, init, timm_models
-from structinit_hf.attention_maps import timm_attention_maps
 from structinit_hf.hf import StructInitViTConfig, StructInitViTForImageClassification, StructInitViTModel, variants
 from structinit_hf.hf import configuration_structinit_vit as configuration
 
@@ -167,7 +167,7 @@ def test_forward_outputs_loss_attentions_and_hidden_states():
         out = model(pixels, labels=labels, output_attentions=True, output_hidden_states=True)
     assert out.logits.shape == (2, 4)
     assert torch.allclose(out.loss, F.cross_entropy(out.logits, labels))
-    reference = timm_attention_maps(model.timm_model, pixels)
+    reference = recomputed_attention(model.timm_model, pixels)
     assert len(out.attentions) == len(reference) == 2
     for got, want in zip(out.attentions, reference, strict=True):
         assert got.shape == (2, 2, 64, 64)
@@ -180,6 +180,28 @@ def test_forward_outputs_loss_attentions_and_hidden_states():
     with torch.no_grad():
         features = encoder(pixels)
     assert features.last_hidden_state.shape == (2, 64, 64) and features.pooler_output.shape == (2, 64)
+
+
+def test_output_attentions_in_training_are_that_forwards_maps_and_leave_no_hooks():
+    """Catches maps read from another forward than the one returned (attention dropout makes every forward's
+    maps differ), a reader that switches the model to eval mode, and hooks or unfused attention left behind."""
+    config = StructInitViTConfig(**TINY, attn_drop_rate=0.5)
+    model = AutoModelForImageClassification.from_config(config).train()
+    attn = model.timm_model.blocks[0].attn
+    seen = {}
+    hook = attn.register_forward_hook(lambda _m, args, out: seen.update(x=args[0], out=out))
+    out = model(torch.randn(2, 3, 16, 16), output_attentions=True)
+    hook.remove()
+    assert model.training
+    maps = out.attentions[0]
+    assert (maps == 0).any() and maps.max() > 1  # dropout zeroed entries and rescaled the rest by 2
+    b, t, c = seen["x"].shape
+    v = attn.qkv(seen["x"]).reshape(b, t, 3, attn.num_heads, attn.head_dim)[:, :, 2].transpose(1, 2)
+    rebuilt = attn.proj((maps @ v).transpose(1, 2).reshape(b, t, c))  # the block's output from the returned maps
+    torch.testing.assert_close(rebuilt, seen["out"])
+    for block in model.timm_model.blocks:
+        assert not block.attn.attn_drop._forward_hooks and not block.attn.attn_drop._forward_pre_hooks
+        assert block.attn.fused_attn == timm.layers.use_fused_attn()
 
 
 def test_attention_of_a_new_model_peaks_at_the_impulse_targets():

@@ -22,13 +22,20 @@ from typing import Any, ClassVar
 import torch
 from safetensors import safe_open
 from timm.models.vision_transformer import VisionTransformer, init_weights_vit_timm
+from timm.utils import AttentionExtract
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPooling, ImageClassifierOutput
 
 from .configuration_structinit_vit import StructInitViTConfig
 
-__all__ = ["StructInitViTForImageClassification", "StructInitViTModel", "StructInitViTPreTrainedModel"]
+__all__ = [
+    "ATTENTION_MODULES",
+    "StructInitViTForImageClassification",
+    "StructInitViTModel",
+    "StructInitViTPreTrainedModel",
+    "extract_attention",
+]
 
 TIMM_PREFIX = "timm_model."
 WEIGHTS_NAME = "model.safetensors"
@@ -87,37 +94,59 @@ def _check_weight_shapes(path: Path, config: StructInitViTConfig, num_classes: i
         )
 
 
+# where timm's ViT and ConViT blocks (GPSA included) pass each attention map through dropout
+ATTENTION_MODULES = ["blocks.*.attn.attn_drop"]
+
+
+@contextmanager
+def extract_attention(model: nn.Module) -> Iterator[AttentionExtract]:
+    """timm's ``AttentionExtract`` hooked on every block's attention map of ``model`` (a timm ViT or ConViT).
+
+    Inside the block, each forward of ``model`` leaves the maps (``B x heads x T x T``, in block order) for
+    ``extractor.hooks.get_output(device)``; calling ``extractor(images)`` runs a forward and returns them.
+    Fused attention never materializes the maps, so it is off meanwhile; ``model`` keeps its train/eval
+    mode, and the hooks are removed on exit.  This is the one attention reader of the package (plots,
+    init checks and ``output_attentions`` all go through it); it lives here because this file must run
+    as remote code, without structinit-hf.
+    """
+    fused = [(module, module.fused_attn) for module in model.modules() if hasattr(module, "fused_attn")]
+    for module, _ in fused:
+        module.fused_attn = False
+    mode = "train" if model.training else "eval"
+    extractor = AttentionExtract(model, names=ATTENTION_MODULES, method="hook", mode=mode)
+    try:
+        yield extractor
+    finally:
+        for handle in extractor.hooks._handles:  # timm's FeatureHooks keeps the handles but offers no removal
+            handle.remove()
+        for module, value in fused:
+            module.fused_attn = value
+
+
 @contextmanager
 def _record(model: VisionTransformer, attentions: bool, hidden_states: bool) -> Iterator[dict[str, list[torch.Tensor]]]:
-    """Collect each block's softmax attention (``B x heads x T x T``) and input/output tokens during a forward.
+    """Collect each block's attention map and input/output tokens during one forward of ``model``.
 
-    Attention maps are read where timm's unfused attention applies dropout to them, so they are the
-    exact maps of that forward pass; the fused kernel is switched off only while recording.
+    The maps are those of that very forward (after dropout, as transformers' ViT returns them).
     """
     record: dict[str, list[torch.Tensor]] = {"attentions": [], "hidden_states": []}
-    hooks, fused = [], []
+    hooks = []
     try:
         if hidden_states:  # the tokens entering the first block, then every block's output
             hooks.append(
                 model.blocks[0].register_forward_pre_hook(lambda _m, args: record["hidden_states"].append(args[0]))
             )
-        for block in model.blocks:
-            if hidden_states:
+            for block in model.blocks:
                 hooks.append(block.register_forward_hook(lambda _m, _args, out: record["hidden_states"].append(out)))
-            if attentions:
-                fused.append((block.attn, block.attn.fused_attn))
-                block.attn.fused_attn = False
-                hooks.append(
-                    block.attn.attn_drop.register_forward_pre_hook(
-                        lambda _m, args: record["attentions"].append(args[0])
-                    )
-                )
-        yield record
+        if attentions:
+            with extract_attention(model) as extractor:
+                yield record
+                record["attentions"] = list(extractor.hooks.get_output(next(model.parameters()).device).values())
+        else:
+            yield record
     finally:
         for hook in hooks:
             hook.remove()
-        for attn, value in fused:
-            attn.fused_attn = value
 
 
 class StructInitViTPreTrainedModel(PreTrainedModel):
