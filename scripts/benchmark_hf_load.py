@@ -7,6 +7,7 @@ python scripts/benchmark_hf_load.py --model vit_tiny_impulse5 --repeats 5
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from transformers import AutoModelForImageClassification
 from transformers.utils import logging
 
 from structinit_hf import StructInitViTConfig
+from structinit_hf.cli import UsageError, run_script
 
 
 def _best_time(step: Callable[[], object], repeats: int) -> float:
@@ -27,14 +29,19 @@ def _best_time(step: Callable[[], object], repeats: int) -> float:
     return min(times)
 
 
-def main() -> None:
+def benchmark_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--model", default="vit_tiny_impulse3", help="registered timm name, made a config with from_timm_name"
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each; the best is reported")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    args = parser.parse_args()
+    return parser
+
+
+def benchmark(args: argparse.Namespace) -> None:
+    if args.repeats < 1 or args.threads < 1:
+        raise UsageError(f"--repeats and --threads must be >= 1, got {args.repeats} and {args.threads}")
     torch.set_num_threads(args.threads)
     logging.disable_progress_bar()
     logging.set_verbosity_error()
@@ -53,4 +60,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(benchmark_parser(), benchmark))

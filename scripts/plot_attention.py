@@ -10,13 +10,16 @@ Writes attention_init.png, attention_trained.png (with --checkpoint) and nonloca
 """
 
 import argparse
+import sys
 from pathlib import Path
 
 from timm.utils import ParseKwargs
 
+from structinit_hf.cli import run_script
 from structinit_hf.plots import draw_attention_pictures
 
-if __name__ == "__main__":
+
+def attention_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--model",
@@ -36,7 +39,10 @@ if __name__ == "__main__":
     parser.add_argument("--blocks", nargs="+", type=int, default=None, help="1-based (default: first, middle, last)")
     parser.add_argument("--head", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, default=Path("benchmarks/small_data"))
-    args = parser.parse_args()
+    return parser
+
+
+def draw(args: argparse.Namespace) -> None:
     written = draw_attention_pictures(
         args.out_dir,
         dataset=args.dataset,
@@ -52,3 +58,7 @@ if __name__ == "__main__":
     )
     for path in written.values():
         print(path)
+
+
+if __name__ == "__main__":
+    sys.exit(run_script(attention_parser(), draw))

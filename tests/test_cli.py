@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from structinit_hf.cli import USAGE_EXIT_STATUS, UsageError, did_you_mean, run_script
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,3 +69,27 @@ def test_did_you_mean():
     """Catches a suggestion that is missing for a typo, or made up for a name that resembles nothing."""
     assert did_you_mean("kernal_size", ["kernel_size", "seed", "depth"]) == " (did you mean 'kernel_size'?)"
     assert did_you_mean("zzz", ["kernel_size", "seed"]) == ""
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
+    """Catches scripts/plot_attention.py calling its function outside cli.run_script (a traceback)."""
+    script = _script("plot_attention")
+    argv = ["--model", "vit_tiny_impulse3", "vit_tiny_mimetic", "--checkpoint", "runs/only-one"]
+    assert run_script(script.attention_parser(), script.draw, argv) == 2
+    assert capsys.readouterr().err == "error: got 1 checkpoints for 2 models; pass one per model\n"
+
+
+def test_benchmark_script_exits_2_with_one_line_for_an_unknown_model():
+    """Catches scripts/benchmark_hf_load.py not exiting through cli.run_script: status 1 and a traceback."""
+    command = [sys.executable, str(REPO / "scripts" / "benchmark_hf_load.py"), "--model", "vit_tiny_impulse4"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: unknown timm name 'vit_tiny_impulse4'")
