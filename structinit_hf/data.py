@@ -9,8 +9,10 @@ through timm's ``create_transform`` with the model's own data config.
 
 from __future__ import annotations
 
+import random
 import socket
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,8 @@ from huggingface_hub import constants as hub_constants
 from PIL import Image
 from timm.data import create_transform
 from torch.utils.data import DataLoader, Dataset, Sampler
+
+from .cli import UsageError
 
 __all__ = [
     "IMAGE_COLUMNS",
@@ -37,6 +41,8 @@ __all__ = [
     "find_columns",
     "load_image_classification",
     "load_raw_dataset",
+    "seeded_random_state",
+    "split_item",
     "stratified_split",
     "train_dataloader",
 ]
@@ -255,8 +261,36 @@ def load_image_classification(
     )
 
 
+@contextmanager
+def seeded_random_state(seed: int) -> Iterator[None]:
+    """Seed Python's, NumPy's and torch's global generators with ``seed``; restore them afterwards.
+
+    Each training sample is augmented under its own seed (drawn by :class:`EpochShuffleSampler`), so its
+    augmentation depends on ``(seed, epoch, position)`` only: not on the number of DataLoader workers,
+    nor on whether they persist across epochs, and a resumed run replays it exactly.
+    """
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
+
+
+def split_item(item: int | tuple[int, int]) -> tuple[int, int | None]:
+    """A dataset item as ``(row, seed)``; ``seed`` is ``None`` for a plain row (evaluation)."""
+    return (int(item[0]), int(item[1])) if isinstance(item, tuple | list) else (int(item), None)
+
+
 class TransformedImages(Dataset):
-    """A ``datasets`` split as ``(image tensor, label)`` pairs; grayscale, RGBA and palette images become RGB."""
+    """A ``datasets`` split as ``(image tensor, label)`` pairs; grayscale, RGBA and palette images become RGB.
+
+    An item is a row, or ``(row, seed)``: the transform then runs under :func:`seeded_random_state`.
+    """
 
     def __init__(self, split: datasets.Dataset, image_column: str, label_column: str, transform: Callable) -> None:
         self.split, self.image_column, self.label_column, self.transform = split, image_column, label_column, transform
@@ -264,16 +298,20 @@ class TransformedImages(Dataset):
     def __len__(self) -> int:
         return len(self.split)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        row = self.split[int(index)]
+    def __getitem__(self, item: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
+        index, seed = split_item(item)
+        row = self.split[index]
         image = row[self.image_column]
         if not isinstance(image, Image.Image):
-            raise TypeError(
+            raise UsageError(
                 f"column {self.image_column!r} holds {type(image).__name__}, not images; set --image-column"
             )
         if image.mode != "RGB":
             image = image.convert("RGB")
-        return self.transform(image), int(row[self.label_column])
+        if seed is None:
+            return self.transform(image), int(row[self.label_column])
+        with seeded_random_state(seed):
+            return self.transform(image), int(row[self.label_column])
 
 
 def build_transform(data_config: dict[str, Any], is_training: bool, **augmentation: Any) -> Callable:
@@ -287,11 +325,12 @@ def build_transform(data_config: dict[str, Any], is_training: bool, **augmentati
     return create_transform(**config, is_training=is_training, **(augmentation if is_training else {}))
 
 
-class EpochShuffleSampler(Sampler[int]):
+class EpochShuffleSampler(Sampler[tuple[int, int]]):
     """A shuffle that is a function of ``(seed, epoch)`` only, cut to whole global batches.
 
-    Every process draws the same order (accelerate shards the batches), and a resumed run replays the
-    order of the epoch it resumes at.  Call :meth:`set_epoch` before each epoch (accelerate's
+    Yields ``(row, sample_seed)``: the seed under which that sample is augmented.  Every process draws
+    the same order (accelerate shards the batches), and a resumed run replays the order and the
+    augmentation of the epoch it resumes at.  Call :meth:`set_epoch` before each epoch (accelerate's
     ``DataLoaderShard.set_epoch`` forwards to it).
     """
 
@@ -308,19 +347,39 @@ class EpochShuffleSampler(Sampler[int]):
     def __len__(self) -> int:
         return self.num_rows // self.batch_multiple * self.batch_multiple
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator[tuple[int, int]]:
         generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        yield from torch.randperm(self.num_rows, generator=generator)[: len(self)].tolist()
+        order = torch.randperm(self.num_rows, generator=generator)[: len(self)]
+        seeds = torch.randint(0, 2**62, (len(self),), generator=generator)
+        yield from zip(order.tolist(), seeds.tolist(), strict=True)
 
 
 def train_dataloader(
-    images: TransformedImages, micro_batch: int, global_batch: int, seed: int, workers: int
+    images: Dataset, micro_batch: int, global_batch: int, seed: int, workers: int, pin_memory: bool = False
 ) -> DataLoader:
-    """Shuffled, whole-global-batch loader for one process's micro-batches (accelerate shards it)."""
+    """Shuffled, whole-global-batch loader for one process's micro-batches (accelerate shards it).
+
+    With workers, they persist across epochs (the per-sample seeds keep that exact on resume).
+    """
     sampler = EpochShuffleSampler(len(images), seed, global_batch)
-    return DataLoader(images, batch_size=micro_batch, sampler=sampler, drop_last=True, num_workers=workers)
+    return DataLoader(
+        images,
+        batch_size=micro_batch,
+        sampler=sampler,
+        drop_last=True,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        persistent_workers=workers > 0,
+    )
 
 
-def eval_dataloader(images: TransformedImages, batch_size: int, workers: int) -> DataLoader:
+def eval_dataloader(images: Dataset, batch_size: int, workers: int, pin_memory: bool = False) -> DataLoader:
     """In-order loader over every row (``gather_for_metrics`` drops the padding of the last batch)."""
-    return DataLoader(images, batch_size=batch_size, shuffle=False, num_workers=workers)
+    return DataLoader(
+        images,
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=workers,
+        pin_memory=pin_memory,
+        persistent_workers=workers > 0,
+    )

@@ -1,70 +1,59 @@
 """Train an image classifier with Accelerate: the paper's CIFAR recipe on any ``datasets`` source.
 
-One readable :func:`train` in the shape of accelerate's ``complete_cv_example.py``: the same code
-runs on one CPU, several GPUs, several machines or FSDP, whatever ``accelerate launch`` sets up.
-Each epoch's randomness (shuffle order, augmentation, mixup) is a function of ``(seed, epoch)`` and
-the learning rate a function of the step, so a run resumed from an epoch checkpoint reaches the
-same weights as an uninterrupted one.
-
-A run folder holds ``checkpoints/epoch_XXXX/`` (``save_state`` + ``trainer_state.json``),
-``metrics.jsonl`` (one line per epoch), ``final/`` (the trained model in timm's and transformers'
-formats, with ``results.json``) and ``results.json``.
+:func:`train` reads as accelerate's ``complete_cv_example.py`` does: :func:`setup_run` (device
+defaults, model, data, ``accelerator.prepare``, resume), then per epoch :func:`train_one_epoch`,
+:func:`validate`, :func:`log_epoch` and :func:`~structinit_hf.checkpoints.save_training_state`, then
+:func:`finish_run`.  The same code runs on one CPU, several GPUs, several machines or FSDP, whatever
+``accelerate launch`` sets up.  Each epoch's randomness (shuffle order, each sample's augmentation,
+mixup) is a function of ``(seed, epoch)`` and the learning rate a function of the step, so a run
+resumed from an epoch checkpoint reaches the same weights as an uninterrupted one.  The run folder is
+described in :mod:`structinit_hf.checkpoints`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import safetensors.torch
 import torch
-from accelerate import Accelerator
 from accelerate.utils import set_seed
-from timm.data import Mixup
-from timm.loss import SoftTargetCrossEntropy
 from timm.models import save_for_hf
 from timm.models.vision_transformer import VisionTransformer
-from timm.optim import create_optimizer_v2
-from timm.scheduler import CosineLRScheduler
-from timm.utils import ModelEmaV3
 from torch import nn
 from tqdm.auto import tqdm
 
 from .atomic import replace_folder, write_json
-from .data import TransformedImages, build_transform, eval_dataloader, load_image_classification, train_dataloader
-from .evaluation import (
-    ClassifierLogits,
-    add_dataset_arguments,
-    add_model_arguments,
-    evaluate,
-    load_model,
-    model_data_config,
-    results_record,
+from .checkpoints import (
+    TRAINER_STATE,
+    RunState,
+    append_metrics,
+    complete_checkpoints,
+    find_checkpoint,
+    save_training_state,
 )
+from .evaluation import ClassifierLogits, add_dataset_arguments, add_model_arguments, evaluate, results_record
 from .export import save_checkpoint
 from .hf.configuration_structinit_vit import TIMM_VARIANTS
+from .run_setup import Run, setup_run
+from .tensor_data import INPUT_PIPELINES
 
-__all__ = ["RunState", "find_checkpoint", "save_final_model", "save_timm_folder", "train", "training_parser"]
+__all__ = [
+    "TRAINER_STATE",
+    "RunState",
+    "find_checkpoint",
+    "finish_run",
+    "save_final_model",
+    "save_timm_folder",
+    "train",
+    "train_one_epoch",
+    "training_parser",
+    "validate",
+]
 
-CHECKPOINT_PREFIX = "epoch_"
-TRAINER_STATE = "trainer_state.json"
-EMA_WEIGHTS = "ema.safetensors"
 LOG_EVERY = 10  # micro-batches between progress updates (and non-finite loss checks)
-
-
-@dataclass
-class RunState:
-    """Where a run is: completed epochs, optimizer steps, training images seen and time spent."""
-
-    epoch: int = 0
-    step: int = 0
-    images_seen: int = 0
-    wall_time_s: float = 0.0
 
 
 def training_parser() -> argparse.ArgumentParser:
@@ -86,6 +75,9 @@ def training_parser() -> argparse.ArgumentParser:
         "validation split; 0 validates on the evaluation split",
     )
     data.add_argument("--max-train-samples", type=int, default=None, help="train on a seeded random subset")
+    data.add_argument(
+        "--skip-bad-images", action="store_true", help="drop unreadable images (counted in the log) instead of stopping"
+    )
 
     recipe = parser.add_argument_group("recipe")
     recipe.add_argument("--epochs", type=int, default=200)
@@ -109,114 +101,185 @@ def training_parser() -> argparse.ArgumentParser:
     recipe.add_argument("--cutmix", type=float, default=0.0, help="cutmix alpha (0 disables)")
     recipe.add_argument("--model-ema", action="store_true", help="keep an EMA of the weights; validate and export it")
     recipe.add_argument("--model-ema-decay", type=float, default=0.9998)
-    recipe.add_argument(
-        "--mixed-precision", choices=("no", "fp16", "bf16"), default=None, help="default: the accelerate config"
+
+    speed = parser.add_argument_group(
+        "speed", "defaults follow the device: on a GPU bf16, compiled, workers from the CPU count; on CPU as given"
     )
+    speed.add_argument(
+        "--mixed-precision",
+        choices=("no", "fp16", "bf16"),
+        default=None,
+        help="default: an accelerate config's fp16/bf16, else bf16 on a GPU that has it (fp16 otherwise), no on CPU",
+    )
+    speed.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the model (falls back to eager with a warning); default: on for CUDA",
+    )
+    speed.add_argument("--eval-batch-size", type=int, default=None, help="default: twice the training micro-batch")
+    speed.add_argument(
+        "--input-pipeline",
+        choices=INPUT_PIPELINES,
+        default="auto",
+        help="tensor: decode once, augment uint8 tensors; pil: timm's PIL transforms each epoch; auto: tensor if "
+        "it can",
+    )
+    parser.set_defaults(workers=None)  # default: from the CPU count on a GPU, 0 on CPU
 
     run = parser.add_argument_group("run")
     run.add_argument("--output-dir", type=Path, default=None, help="default: runs/<model>-<dataset>")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--checkpoint-every", type=int, default=1, help="epochs between checkpoints (and the last)")
     run.add_argument("--keep-checkpoints", type=int, default=2, help="how many of the newest checkpoints to keep")
-    run.add_argument("--resume", default=None, help="'latest' or a checkpoint folder")
+    run.add_argument("--resume", default=None, help="'latest' (a fresh start if there is none yet) or a checkpoint")
     run.add_argument("--report-to", choices=("none", "tensorboard"), default="none")
     return parser
 
 
-def _check_args(args: argparse.Namespace, num_processes: int) -> int:
-    """Validate the recipe; return the micro-batch size of one process."""
-    positive = ("epochs", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints")
-    for name in positive:
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.batch_size % (num_processes * args.grad_accum):
-        raise ValueError(
-            f"--batch-size {args.batch_size} is not divisible by {num_processes} processes x --grad-accum "
-            f"{args.grad_accum}; the global batch must split into equal micro-batches"
+def _progress(run: Run, total: int, desc: str) -> tqdm:
+    """A progress bar counting images, so that its rate is images per second."""
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="img",
+        leave=False,
+        disable=not run.accelerator.is_local_main_process,
+    )
+
+
+def _nonfinite_error(what: str, run: Run, epoch: int) -> FloatingPointError:
+    checkpoints = complete_checkpoints(run.output_dir)
+    kept = f"the last good checkpoint is {checkpoints[-1]}" if checkpoints else "no checkpoint was written yet"
+    return FloatingPointError(
+        f"{what} at epoch {epoch + 1} (after optimizer step {run.state.step}); training stopped and {kept}. "
+        "Resume from it with --resume and a lower --lr, a longer --warmup-epochs or a smaller --clip-grad."
+    )
+
+
+def _all_finite(run: Run, value: torch.Tensor) -> bool:
+    """True on every process unless some process saw a non-finite value (a collective: call it everywhere)."""
+    bad = (~torch.isfinite(value)).any().to(torch.float32).reshape(1)
+    return run.accelerator.reduce(bad, reduction="sum").item() == 0
+
+
+def _forward_backward(run: Run, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Loss and gradients of one micro-batch; the first compiled call falls back to eager if compiling fails."""
+    if not run.compile_pending:
+        loss = run.criterion(run.forward(inputs), targets)
+        run.accelerator.backward(loss)
+        return loss
+    run.compile_pending = False
+    try:
+        return _forward_backward(run, inputs, targets)
+    except Exception as error:  # noqa: BLE001  any compiler failure; a real error recurs in the eager retry
+        first_line = (str(error).strip().splitlines() or [""])[0][:200]
+        run.accelerator.print(
+            f"warning: torch.compile failed ({type(error).__name__}: {first_line}); training without compilation"
         )
-    micro_batch = args.batch_size // (num_processes * args.grad_accum)
-    if (args.mixup or args.cutmix) and micro_batch % 2:
-        raise ValueError(f"mixup/cutmix need an even micro-batch, got {micro_batch}")
-    return micro_batch
+        run.forward = run.model
+        run.optimizer.zero_grad()
+        return _forward_backward(run, inputs, targets)
 
 
-def _default_output_dir(args: argparse.Namespace) -> Path:
-    model = Path(args.model.removeprefix("hf-hub:")).name or "model"
-    dataset = Path(args.dataset).name or "dataset"
-    return Path("runs") / f"{model}-{dataset}"
+def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
+    """One pass over the training data; returns the mean loss, images trained and seconds taken."""
+    accelerator, args, state = run.accelerator, run.args, run.state
+    start = time.perf_counter()
+    set_seed(args.seed + epoch, device_specific=True)  # this epoch's mixup and drop-path
+    run.train_loader.set_epoch(epoch)  # and its shuffle order and per-sample augmentation seeds
+    run.scheduler.step_update(state.step)
+    run.model.train()
+    loss_sum = torch.zeros((), device=accelerator.device)
+    micro_steps = images = 0
+    progress = _progress(run, len(run.train_loader) * run.micro_batch * accelerator.num_processes, f"epoch {epoch + 1}")
+    for inputs, labels in run.train_loader:
+        with accelerator.accumulate(run.model):
+            targets = labels
+            if run.mixup is not None:
+                inputs, targets = run.mixup(inputs, labels)
+            loss = _forward_backward(run, inputs, targets)
+            if accelerator.sync_gradients and args.clip_grad > 0:
+                accelerator.clip_grad_norm_(run.model.parameters(), args.clip_grad)
+            run.optimizer.step()
+            run.optimizer.zero_grad()
+        if accelerator.sync_gradients:
+            state.step += 1
+            run.scheduler.step_update(state.step)
+            if run.ema is not None:
+                run.ema.update(accelerator.unwrap_model(run.model), step=state.step)
+        loss_sum += loss.detach()
+        micro_steps += 1
+        images += inputs.shape[0] * accelerator.num_processes
+        progress.update(inputs.shape[0] * accelerator.num_processes)
+        if micro_steps % LOG_EVERY == 0:
+            running = accelerator.reduce(loss_sum, reduction="mean") / micro_steps
+            if not _all_finite(run, running):
+                raise _nonfinite_error(f"the training loss became {running.item()}", run, epoch)
+            progress.set_postfix(loss=f"{running.item():.4f}", lr=f"{run.optimizer.param_groups[0]['lr']:.2e}")
+    progress.close()
+    seconds = time.perf_counter() - start
+    train_loss = accelerator.reduce(loss_sum, reduction="mean") / max(micro_steps, 1)
+    if not _all_finite(run, train_loss):
+        raise _nonfinite_error(f"the training loss became {train_loss.item()}", run, epoch)
+    weights = torch.stack([p.detach().float().abs().sum() for p in accelerator.unwrap_model(run.model).parameters()])
+    if not _all_finite(run, weights):
+        raise _nonfinite_error("the weights became non-finite", run, epoch)
+    return {"train_loss": train_loss.item(), "images": images, "seconds": seconds}
 
 
-def find_checkpoint(output_dir: Path, resume: str) -> Path:
-    """The checkpoint ``--resume`` names: the newest complete one for ``latest``, else the given folder."""
-    if resume == "latest":
-        complete = sorted(
-            path
-            for path in (output_dir / "checkpoints").glob(f"{CHECKPOINT_PREFIX}[0-9]*")
-            if (path / TRAINER_STATE).is_file()
-        )
-        if not complete:
-            raise ValueError(f"--resume latest: no checkpoint in {output_dir / 'checkpoints'}")
-        return complete[-1]
-    path = Path(resume).expanduser()
-    if not (path / TRAINER_STATE).is_file():
-        raise ValueError(f"--resume {resume!r} is not a checkpoint folder (no {TRAINER_STATE}); pass 'latest' or one")
-    return path
+def validate(run: Run, loader: Any, desc: str) -> dict[str, float | int]:
+    """Top-1 / top-5 of the evaluated model (the EMA when kept) over ``loader``, without gradients, at the
+    run's precision and evaluation batch size; adds ``images_per_sec`` and ``seconds``."""
+    start = time.perf_counter()
+    progress = _progress(run, len(loader.dataset), desc)
+
+    def counted():
+        for images, labels in loader:
+            progress.update(images.shape[0] * run.accelerator.num_processes)
+            yield images, labels
+
+    metrics = evaluate(run.eval_forward(), counted(), run.accelerator)
+    progress.close()
+    seconds = time.perf_counter() - start
+    return {**metrics, "images_per_sec": metrics["num_samples"] / seconds, "seconds": seconds}
 
 
-def _save_training_state(
-    accelerator: Accelerator, output_dir: Path, state: RunState, ema: ModelEmaV3 | None, keep: int
-) -> Path:
-    """Write ``checkpoints/epoch_XXXX`` atomically (a temporary folder, then a rename); keep the newest ``keep``."""
-    checkpoints = output_dir / "checkpoints"
-    target = checkpoints / f"{CHECKPOINT_PREFIX}{state.epoch:04d}"
-    temporary = checkpoints / f".{target.name}.tmp"
-    if accelerator.is_main_process:
-        for leftover in checkpoints.glob(".*"):  # what a kill left of an earlier save or removal
-            shutil.rmtree(leftover)
-        temporary.mkdir(parents=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(temporary))
-    if accelerator.is_main_process:
-        if ema is not None:
-            safetensors.torch.save_model(ema.module, str(temporary / EMA_WEIGHTS))
-        (temporary / TRAINER_STATE).write_text(json.dumps(asdict(state), indent=2) + "\n")
-        _swap_in(temporary, target)
-        for old in sorted(checkpoints.glob(f"{CHECKPOINT_PREFIX}[0-9]*"))[:-keep]:
-            doomed = old.rename(old.with_name(f".{old.name}.old"))  # never a half-deleted epoch_XXXX
-            shutil.rmtree(doomed)
-    accelerator.wait_for_everyone()
-    return target
+def _peak_gpu_memory_mb(run: Run) -> float | None:
+    """The most GPU memory this process's allocator held (what another run on the GPU could not use)."""
+    if run.accelerator.device.type != "cuda":
+        return None
+    return round(torch.cuda.max_memory_reserved(run.accelerator.device) / 2**20, 1)
 
 
-def _load_training_state(accelerator: Accelerator, checkpoint: Path, ema: ModelEmaV3 | None) -> RunState:
-    accelerator.load_state(str(checkpoint))
-    if ema is not None:
-        if not (checkpoint / EMA_WEIGHTS).is_file():
-            raise ValueError(f"--model-ema is on but {checkpoint} holds no EMA weights ({EMA_WEIGHTS})")
-        safetensors.torch.load_model(ema.module, str(checkpoint / EMA_WEIGHTS), device=str(accelerator.device))
-    return RunState(**json.loads((checkpoint / TRAINER_STATE).read_text()))
-
-
-def _append_metrics(path: Path, record: dict[str, Any]) -> None:
-    with path.open("a") as handle:
-        handle.write(json.dumps(record) + "\n")
-
-
-def _truncate_metrics(path: Path, last_epoch: int) -> None:
-    """Drop the lines of epochs after ``last_epoch`` (a run killed after logging but before checkpointing)."""
-    if path.is_file():
-        lines = [line for line in path.read_text().splitlines() if line and json.loads(line)["epoch"] <= last_epoch]
-        path.write_text("".join(line + "\n" for line in lines))
-
-
-def _swap_in(new: Path, target: Path) -> None:
-    """Rename the complete folder ``new`` to ``target``; an existing ``target`` is deleted only afterwards."""
-    stale = target.with_name(f".{target.name}.old")
-    shutil.rmtree(stale, ignore_errors=True)
-    if target.exists():
-        target.rename(stale)
-    new.rename(target)
-    shutil.rmtree(stale, ignore_errors=True)
+def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) -> dict[str, Any]:
+    """Advance the run state by one epoch; write its ``metrics.jsonl`` line, tracker entry and summary."""
+    state = run.state
+    state.epoch, state.images_seen = state.epoch + 1, state.images_seen + trained["images"]
+    state.wall_time_s += trained["seconds"] + val["seconds"]
+    record = {
+        "epoch": state.epoch,
+        "step": state.step,
+        "train_loss": trained["train_loss"],
+        "val_top1": val["top1"],
+        "val_top5": val["top5"],
+        "lr": run.optimizer.param_groups[0]["lr"],
+        "images_per_sec": trained["images"] / trained["seconds"],
+        "val_images_per_sec": val["images_per_sec"],
+        "images_seen": state.images_seen,
+        "wall_time_s": round(state.wall_time_s, 3),
+        "peak_gpu_memory_mb": _peak_gpu_memory_mb(run),
+    }
+    if run.accelerator.is_main_process:
+        append_metrics(run.output_dir, record)
+    run.accelerator.log({k: v for k, v in record.items() if k != "epoch" and v is not None}, step=state.epoch)
+    run.accelerator.print(
+        f"epoch {state.epoch}/{run.args.epochs}  train loss {record['train_loss']:.4f}  "
+        f"val top-1 {val['top1']:.2f}%  top-5 {val['top5']:.2f}%  lr {record['lr']:.2e}  "
+        f"{record['images_per_sec']:.1f} img/s train, {record['val_images_per_sec']:.1f} img/s val  "
+        f"({trained['seconds']:.1f} s)"
+    )
+    return record
 
 
 def save_final_model(model: nn.Module, out_dir: Path, label_names: list[str]) -> Path:
@@ -246,204 +309,13 @@ def save_timm_folder(model: nn.Module, folder: Path, label_names: list[str]) -> 
     config_file.write_text(json.dumps(config, indent=2) + "\n")
 
 
-def _nonfinite_error(what: str, state: RunState, epoch: int, output_dir: Path) -> FloatingPointError:
-    checkpoints = sorted((output_dir / "checkpoints").glob(f"{CHECKPOINT_PREFIX}[0-9]*"))
-    kept = f"the last good checkpoint is {checkpoints[-1]}" if checkpoints else "no checkpoint was written yet"
-    return FloatingPointError(
-        f"{what} at epoch {epoch + 1} (after optimizer step {state.step}); training stopped and {kept}. "
-        "Resume from it with --resume and a lower --lr, a longer --warmup-epochs or a smaller --clip-grad."
-    )
-
-
-def _all_finite(accelerator: Accelerator, value: torch.Tensor) -> bool:
-    """True on every process unless some process saw a non-finite value (a collective: call it everywhere)."""
-    bad = (~torch.isfinite(value)).any().to(torch.float32).reshape(1)
-    return accelerator.reduce(bad, reduction="sum").item() == 0
-
-
-def train(args: argparse.Namespace) -> dict[str, Any]:
-    """Train ``args.model`` on ``args.dataset``; write the run folder and return the results record."""
-    output_dir = Path(args.output_dir) if args.output_dir is not None else _default_output_dir(args)
-    accelerator = Accelerator(
-        gradient_accumulation_steps=args.grad_accum,
-        mixed_precision=args.mixed_precision,
-        log_with=None if args.report_to == "none" else args.report_to,
-        project_dir=str(output_dir),
-    )
-    micro_batch = _check_args(args, accelerator.num_processes)
-    if args.resume is None and (output_dir / "checkpoints").is_dir() and any((output_dir / "checkpoints").iterdir()):
-        raise ValueError(f"{output_dir} already holds checkpoints; pass --resume latest or another --output-dir")
-    set_seed(args.seed)
-
-    with accelerator.main_process_first():
-        data = load_image_classification(
-            args.dataset,
-            args.dataset_config,
-            train_split=args.train_split,
-            eval_split=args.eval_split,
-            val_split=args.val_split,
-            image_column=args.image_column,
-            label_column=args.label_column,
-            max_train_samples=args.max_train_samples,
-            max_eval_samples=args.max_eval_samples,
-            seed=args.seed,
-        )
-    model, init = load_model(
-        args.model,
-        num_classes=data.num_classes,
-        label_names=data.label_names,
-        model_kwargs=args.model_kwargs,
-        trust_remote_code=args.trust_remote_code,
-    )
-    data_config = model_data_config(model)
-    augmentation = dict(
-        auto_augment=None if args.aa == "none" else args.aa,
-        hflip=args.hflip,
-        scale=tuple(args.scale),
-        ratio=tuple(args.ratio),
-        re_prob=args.reprob,
-    )
-
-    def images(split, is_training: bool) -> TransformedImages:
-        transform = build_transform(data_config, is_training, **(augmentation if is_training else {}))
-        return TransformedImages(split, data.image_column, data.label_column, transform)
-
-    eval_batch = micro_batch * args.grad_accum
-    train_loader = train_dataloader(images(data.train, True), micro_batch, args.batch_size, args.seed, args.workers)
-    val_loader = eval_dataloader(images(data.validation, False), eval_batch, args.workers)
-    eval_loader = eval_dataloader(images(data.evaluation, False), eval_batch, args.workers)
-
-    optimizer = create_optimizer_v2(model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay, eps=args.opt_eps)
-    model, optimizer, train_loader, val_loader, eval_loader = accelerator.prepare(
-        model, optimizer, train_loader, val_loader, eval_loader
-    )
-    ema = ModelEmaV3(accelerator.unwrap_model(model), decay=args.model_ema_decay) if args.model_ema else None
-    steps_per_epoch = len(data.train) // args.batch_size
-    total_steps = steps_per_epoch * args.epochs
-    warmup_steps = min(round(args.warmup_epochs * steps_per_epoch), total_steps)
-    if args.warmup_epochs >= args.epochs:
-        accelerator.print(
-            f"warning: --warmup-epochs {args.warmup_epochs:g} >= --epochs {args.epochs}: the lr never decays"
-        )
-    scheduler = CosineLRScheduler(
-        optimizer,
-        t_initial=total_steps,
-        lr_min=args.min_lr,
-        warmup_t=warmup_steps,
-        warmup_lr_init=args.warmup_lr,
-        t_in_epochs=False,
-    )
-    mixup = None
-    if args.mixup or args.cutmix:
-        mixup = Mixup(
-            mixup_alpha=args.mixup,
-            cutmix_alpha=args.cutmix,
-            label_smoothing=args.label_smoothing,
-            num_classes=data.num_classes,
-        )
-    criterion = SoftTargetCrossEntropy() if mixup else nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
-
-    metrics_file = output_dir / "metrics.jsonl"
-    state = RunState()
-    if args.resume is not None:
-        checkpoint = find_checkpoint(output_dir, args.resume)
-        state = _load_training_state(accelerator, checkpoint, ema)
-        if accelerator.is_main_process:
-            _truncate_metrics(metrics_file, state.epoch)
-        accelerator.print(f"resumed from {checkpoint} (epoch {state.epoch}, step {state.step})")
-    if accelerator.is_main_process:
-        output_dir.mkdir(parents=True, exist_ok=True)
-    accelerator.init_trackers(
-        output_dir.name,
-        config={k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in vars(args).items()},
-    )
-    accelerator.print(
-        f"{args.model} on {args.dataset}: {len(data.train)} train / {len(data.validation)} val "
-        f"[{data.validation_split}] / {len(data.evaluation)} eval [{data.evaluation_split}] images, "
-        f"{data.num_classes} classes; {accelerator.num_processes} process(es) x micro-batch {micro_batch} x "
-        f"{args.grad_accum} accumulation = batch {args.batch_size}; {steps_per_epoch} steps/epoch"
-    )
-
-    eval_model = ema.module if ema is not None else model
-    for epoch in range(state.epoch, args.epochs):
-        epoch_start = time.perf_counter()
-        set_seed(args.seed + epoch, device_specific=True)  # this epoch's augmentation, mixup and drop-path
-        train_loader.set_epoch(epoch)  # and its shuffle order
-        scheduler.step_update(state.step)
-        model.train()
-        loss_sum = torch.zeros((), device=accelerator.device)
-        micro_steps = epoch_images = 0
-        progress = tqdm(
-            train_loader,
-            desc=f"epoch {epoch + 1}/{args.epochs}",
-            disable=not accelerator.is_local_main_process,
-            leave=False,
-        )
-        for inputs, labels in progress:
-            with accelerator.accumulate(model):
-                targets = labels
-                if mixup is not None:
-                    inputs, targets = mixup(inputs, labels)
-                loss = criterion(model(inputs), targets)
-                accelerator.backward(loss)
-                if accelerator.sync_gradients and args.clip_grad > 0:
-                    accelerator.clip_grad_norm_(model.parameters(), args.clip_grad)
-                optimizer.step()
-                optimizer.zero_grad()
-            if accelerator.sync_gradients:
-                state.step += 1
-                scheduler.step_update(state.step)
-                if ema is not None:
-                    ema.update(accelerator.unwrap_model(model), step=state.step)
-            loss_sum += loss.detach()
-            micro_steps += 1
-            epoch_images += inputs.shape[0] * accelerator.num_processes
-            if micro_steps % LOG_EVERY == 0:
-                running = accelerator.reduce(loss_sum, reduction="mean") / micro_steps
-                if not _all_finite(accelerator, running):
-                    raise _nonfinite_error(f"the training loss became {running.item()}", state, epoch, output_dir)
-                elapsed = time.perf_counter() - epoch_start
-                progress.set_postfix(
-                    loss=f"{running.item():.4f}",
-                    lr=f"{optimizer.param_groups[0]['lr']:.2e}",
-                    img_s=f"{epoch_images / elapsed:.1f}",
-                )
-        train_time = time.perf_counter() - epoch_start
-        train_loss = accelerator.reduce(loss_sum, reduction="mean") / max(micro_steps, 1)
-        if not _all_finite(accelerator, train_loss):
-            raise _nonfinite_error(f"the training loss became {train_loss.item()}", state, epoch, output_dir)
-        weights = torch.stack([p.detach().float().abs().sum() for p in accelerator.unwrap_model(model).parameters()])
-        if not _all_finite(accelerator, weights):
-            raise _nonfinite_error("the weights became non-finite", state, epoch, output_dir)
-        val = evaluate(eval_model, val_loader, accelerator)
-        state.epoch, state.images_seen = epoch + 1, state.images_seen + epoch_images
-        state.wall_time_s += time.perf_counter() - epoch_start
-        record = {
-            "epoch": state.epoch,
-            "step": state.step,
-            "train_loss": train_loss.item(),
-            "val_top1": val["top1"],
-            "val_top5": val["top5"],
-            "lr": optimizer.param_groups[0]["lr"],
-            "images_per_sec": epoch_images / train_time,
-            "images_seen": state.images_seen,
-            "wall_time_s": round(state.wall_time_s, 3),
-        }
-        if accelerator.is_main_process:
-            _append_metrics(metrics_file, record)
-        accelerator.log({k: v for k, v in record.items() if k != "epoch"}, step=state.epoch)
-        accelerator.print(
-            f"epoch {state.epoch}/{args.epochs}  train loss {record['train_loss']:.4f}  "
-            f"val top-1 {val['top1']:.2f}%  top-5 {val['top5']:.2f}%  lr {record['lr']:.2e}  "
-            f"{record['images_per_sec']:.1f} img/s  ({train_time:.1f} s)"
-        )
-        if state.epoch % args.checkpoint_every == 0 or state.epoch == args.epochs:
-            _save_training_state(accelerator, output_dir, state, ema, args.keep_checkpoints)
-
-    final = evaluate(eval_model, eval_loader, accelerator)
+def finish_run(run: Run) -> dict[str, Any]:
+    """Score the evaluation split, save ``final/`` and ``results.json``; return the results record."""
+    accelerator, data, state = run.accelerator, run.data, run.state
+    final = validate(run, run.eval_loader, data.evaluation_split)
     record = results_record(
-        args,
-        init=init,
+        run.args,
+        init=run.init,
         split=data.evaluation_split,
         label_names=data.label_names,
         metrics=final,
@@ -451,16 +323,31 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         images_seen=state.images_seen,
         wall_time_s=state.wall_time_s,
     )
+    record["peak_gpu_memory_mb"] = _peak_gpu_memory_mb(run)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        trained = ema.module if ema is not None else accelerator.unwrap_model(model)
-        final_dir = save_final_model(trained, output_dir / "final", data.label_names)
+        trained = run.ema.module if run.ema is not None else accelerator.unwrap_model(run.model)
+        final_dir = save_final_model(trained, run.output_dir / "final", data.label_names)
         write_json(final_dir / "results.json", record)
-        write_json(output_dir / "results.json", record)
+        write_json(run.output_dir / "results.json", record)
     accelerator.print(
         f"{data.evaluation_split}: top-1 {final['top1']:.2f}%  top-5 {final['top5']:.2f}%  "
-        f"({final['num_samples']} images); model and results in {output_dir / 'final'}"
+        f"({final['num_samples']} images); model and results in {run.output_dir / 'final'}"
     )
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return record
+
+
+def train(args: argparse.Namespace) -> dict[str, Any]:
+    """Train ``args.model`` on ``args.dataset``; write the run folder and return the results record."""
+    run = setup_run(args)
+    for epoch in range(run.state.epoch, args.epochs):
+        trained = train_one_epoch(run, epoch)
+        val = validate(run, run.val_loader, run.data.validation_split)
+        log_epoch(run, trained, val)
+        if run.state.epoch % args.checkpoint_every == 0 or run.state.epoch == args.epochs:
+            save_training_state(
+                run.accelerator, run.output_dir, run.state, run.settings, run.ema, args.keep_checkpoints
+            )
+    return finish_run(run)

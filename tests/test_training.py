@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
-from structinit_hf import training
+from structinit_hf import run_setup, training
 from structinit_hf.evaluation import evaluation_parser, load_model, run_evaluation
 from structinit_hf.training import find_checkpoint, train, training_parser
 
@@ -41,10 +41,13 @@ METRIC_KEYS = {
     "images_per_sec",
     "images_seen",
     "wall_time_s",
+    "val_images_per_sec",
+    "peak_gpu_memory_mb",
 }
+TIMINGS = {"images_per_sec", "val_images_per_sec", "wall_time_s"}  # differ between identical runs
 RESULT_KEYS = {
     "model", "model_kwargs", "init", "dataset", "dataset_config", "split", "num_classes", "label_names",
-    "top1", "top5", "epochs", "images_seen", "wall_time_s", "args", "versions",
+    "top1", "top5", "epochs", "images_seen", "wall_time_s", "args", "versions", "peak_gpu_memory_mb",
 }  # fmt: skip
 
 
@@ -78,6 +81,7 @@ def test_one_epoch_writes_every_output_and_each_loads(cifar10_small, tmp_path) -
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(lines) == 1 and set(lines[0]) == METRIC_KEYS
     assert lines[0]["epoch"] == 1 and lines[0]["step"] == 3 and lines[0]["images_seen"] == 48
+    assert lines[0]["val_images_per_sec"] > 0 and lines[0]["peak_gpu_memory_mb"] is None  # no GPU on CPU
     assert list(out.rglob("events.out.tfevents*")), "tensorboard logs missing"
     checkpoint = out / "checkpoints" / "epoch_0001"
     assert {"model.safetensors", "optimizer.bin", "trainer_state.json"} <= {p.name for p in checkpoint.iterdir()}
@@ -85,7 +89,7 @@ def test_one_epoch_writes_every_output_and_each_loads(cifar10_small, tmp_path) -
 
     saved = json.loads((out / "results.json").read_text())
     assert saved == json.loads((out / "final" / "results.json").read_text()) == json.loads(json.dumps(record))
-    assert RESULT_KEYS <= set(saved)
+    assert RESULT_KEYS <= set(saved) and saved["args"]["mixed_precision"] is None
     assert saved["split"] == "test" and saved["num_samples"] == 37 and saved["epochs"] == 1
     assert saved["images_seen"] == 48 and saved["num_classes"] == 10 and saved["label_names"][0] == "airplane"
     assert saved["init"]["attention_init"] == "impulse" and saved["init"]["kernel_size"] == 3
@@ -148,7 +152,7 @@ def test_resume_after_kill_matches_an_uninterrupted_run(cifar10_small, tmp_path)
         assert torch.equal(reference[name], resumed[name]), name
     assert record["epochs"] == 5 and record["images_seen"] == 5 * 48
     per_epoch = [
-        [{k: v for k, v in json.loads(line).items() if k not in ("images_per_sec", "wall_time_s")} for line in lines]
+        [{k: v for k, v in json.loads(line).items() if k not in TIMINGS} for line in lines]
         for lines in ((tmp_path / d / "metrics.jsonl").read_text().splitlines() for d in ("reference", "killed"))
     ]
     assert per_epoch[0] == per_epoch[1] and len(per_epoch[0]) == 5
@@ -205,7 +209,7 @@ def test_gradient_accumulation_matches_one_big_batch(cifar10_small, tmp_path) ->
 
 
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_small, tmp_path, monkeypatch) -> None:
-    real = training.load_model
+    real = run_setup.load_model
 
     def poisoned(*args, **kwargs):
         model, init = real(*args, **kwargs)
@@ -219,7 +223,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_small, tmp_pa
         model.head.register_forward_hook(after_three_steps)
         return model, init
 
-    monkeypatch.setattr(training, "load_model", poisoned)
+    monkeypatch.setattr(run_setup, "load_model", poisoned)
     out = tmp_path / "nan"
     with pytest.raises(FloatingPointError, match=r"loss became nan at epoch 2.*last good checkpoint is .*epoch_0001"):
         run(tiny_args(cifar10_small, out, "--epochs", "3"))
@@ -229,11 +233,14 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_small, tmp_pa
 
 
 def test_bad_runs_are_refused(cifar10_small, tmp_path) -> None:
+    """Catches an indivisible batch passing, --resume pointing at a non-checkpoint, and a plain rerun silently
+    overwriting a folder that holds a complete checkpoint."""
     with pytest.raises(ValueError, match="--batch-size 10 is not divisible by 1 processes x --grad-accum 4"):
         run(tiny_args(cifar10_small, tmp_path / "a", "--batch-size", "10", "--grad-accum", "4"))
-    with pytest.raises(ValueError, match="no checkpoint"):
-        run(tiny_args(cifar10_small, tmp_path / "b", "--resume", "latest"))
+    with pytest.raises(ValueError, match="is not a checkpoint folder"):
+        run(tiny_args(cifar10_small, tmp_path / "b", "--resume", str(tmp_path)))
     (tmp_path / "c" / "checkpoints" / "epoch_0001").mkdir(parents=True)
+    (tmp_path / "c" / "checkpoints" / "epoch_0001" / "trainer_state.json").write_text('{"epoch": 1}')
     with pytest.raises(ValueError, match="already holds checkpoints; pass --resume latest"):
         run(tiny_args(cifar10_small, tmp_path / "c"))
 

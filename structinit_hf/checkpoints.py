@@ -1,0 +1,213 @@
+"""The run folder of :func:`structinit_hf.training.train`: epoch checkpoints, ``metrics.jsonl``, and recovery.
+
+A run folder holds ``checkpoints/epoch_XXXX/`` (accelerate's ``save_state`` plus ``trainer_state.json``,
+which also records the settings the run was started with), ``metrics.jsonl`` (one line per epoch),
+``final/`` and ``results.json``.  A checkpoint is written into ``checkpoints/.epoch_XXXX.tmp`` and
+renamed into place only when complete, so a SIGKILL at any instant leaves the folder in a state that
+:func:`clean_leftovers` and :func:`resume_point` turn into either "resume from the newest complete checkpoint" or "start
+clean" without a manual step; ``metrics.jsonl`` is cut back to the checkpoint, so no epoch is logged twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import safetensors.torch
+from accelerate import Accelerator
+from timm.utils import ModelEmaV3
+
+from .atomic import delete_folder, recover_folder, swap_in_folder, write_text
+from .cli import UsageError
+
+__all__ = [
+    "CHECKPOINT_PREFIX",
+    "RESULT_NEUTRAL_FLAGS",
+    "TRAINER_STATE",
+    "RunState",
+    "append_metrics",
+    "check_same_settings",
+    "complete_checkpoints",
+    "find_checkpoint",
+    "clean_leftovers",
+    "load_training_state",
+    "reset_metrics",
+    "resume_point",
+    "run_settings",
+    "save_training_state",
+]
+
+CHECKPOINT_PREFIX = "epoch_"
+TRAINER_STATE = "trainer_state.json"
+EMA_WEIGHTS = "ema.safetensors"
+METRICS = "metrics.jsonl"
+# flags that cannot change the trained weights or the scores: a resumed run may change them freely
+RESULT_NEUTRAL_FLAGS = frozenset(
+    {
+        "workers", "report_to", "resume", "output_dir", "checkpoint_every", "keep_checkpoints", "compile",
+        "eval_batch_size", "trust_remote_code",
+    }
+)  # fmt: skip
+
+
+@dataclass
+class RunState:
+    """Where a run is: completed epochs, optimizer steps, training images seen and time spent."""
+
+    epoch: int = 0
+    step: int = 0
+    images_seen: int = 0
+    wall_time_s: float = 0.0
+
+
+def complete_checkpoints(output_dir: Path) -> list[Path]:
+    """The complete ``checkpoints/epoch_XXXX`` folders of a run, oldest first."""
+    folder = Path(output_dir) / "checkpoints"
+    found = (path for path in folder.glob(f"{CHECKPOINT_PREFIX}[0-9]*") if (path / TRAINER_STATE).is_file())
+    return sorted(found)
+
+
+def find_checkpoint(output_dir: Path, resume: str) -> Path | None:
+    """The checkpoint ``--resume`` names: the newest complete one for ``latest`` (``None`` if there is none
+    yet), else the given folder."""
+    if resume == "latest":
+        complete = complete_checkpoints(output_dir)
+        return complete[-1] if complete else None
+    path = Path(resume).expanduser()
+    if not (path / TRAINER_STATE).is_file():
+        raise UsageError(f"--resume {resume!r} is not a checkpoint folder (no {TRAINER_STATE}); pass 'latest' or one")
+    return path
+
+
+def clean_leftovers(output_dir: Path) -> None:
+    """Undo what a kill left in a run folder: half-written checkpoints, half-done folder swaps and deletions.
+
+    Call it on the main process only, before anything reads the folder.
+    """
+    output_dir = Path(output_dir)
+    checkpoints = output_dir / "checkpoints"
+    for leftover in sorted(checkpoints.glob(".*")):
+        name = leftover.name
+        if name.endswith(".old"):  # a swap cut between its renames: put the previous version back
+            recover_folder(checkpoints / name[1 : -len(".old")])
+        elif leftover.exists():
+            shutil.rmtree(leftover)
+    recover_folder(output_dir / "final")
+
+
+def resume_point(output_dir: Path, resume: str | None) -> Path | None:
+    """The checkpoint a run continues from, or ``None`` to start clean.
+
+    Without ``--resume`` a folder that already holds a complete checkpoint is refused (its run would be
+    overwritten); ``--resume latest`` on a folder with none starts clean, so the same command works
+    before and after a kill at any instant.
+    """
+    if resume is None:
+        if complete_checkpoints(output_dir):
+            raise UsageError(f"{output_dir} already holds checkpoints; pass --resume latest or another --output-dir")
+        return None
+    return find_checkpoint(output_dir, resume)
+
+
+def reset_metrics(output_dir: Path, last_epoch: int) -> None:
+    """Cut ``metrics.jsonl`` back to the epochs up to ``last_epoch`` (0: remove it), each logged once."""
+    _truncate_metrics(Path(output_dir) / METRICS, last_epoch)
+
+
+def _truncate_metrics(path: Path, last_epoch: int) -> None:
+    """Keep the lines of epochs up to ``last_epoch``, each once; a line cut short by a kill is dropped."""
+    if not path.is_file():
+        return
+    kept: dict[int, str] = {}
+    for line in path.read_text().splitlines():
+        try:
+            epoch = json.loads(line)["epoch"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+        if epoch <= last_epoch:
+            kept[epoch] = line
+    if kept:
+        write_text(path, "".join(kept[epoch] + "\n" for epoch in sorted(kept)))
+    else:
+        path.unlink()
+
+
+def append_metrics(output_dir: Path, record: dict[str, Any]) -> None:
+    """Add one epoch's line to ``metrics.jsonl``."""
+    with (Path(output_dir) / METRICS).open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def run_settings(args: argparse.Namespace, mixed_precision: str) -> dict[str, Any]:
+    """The flags that decide a run's result, as JSON values, with the precision it actually trains at."""
+    settings = {key: value for key, value in vars(args).items() if key not in RESULT_NEUTRAL_FLAGS}
+    settings["mixed_precision"] = mixed_precision
+    return json.loads(json.dumps(settings, default=str))
+
+
+def _flag(name: str, value: Any) -> str:
+    if isinstance(value, dict):
+        value = " ".join(f"{key}={item}" for key, item in value.items()) or "(none)"
+    elif isinstance(value, list):
+        value = " ".join(str(item) for item in value)
+    return f"--{name.replace('_', '-')} {value}"
+
+
+def check_same_settings(checkpoint: Path, settings: dict[str, Any]) -> None:
+    """Refuse to resume ``checkpoint`` with settings other than those its run was started with."""
+    started = json.loads((checkpoint / TRAINER_STATE).read_text()).get("settings")
+    if started is None:  # a checkpoint from before settings were recorded: nothing to compare
+        return
+    changed = sorted(key for key in started.keys() | settings.keys() if started.get(key) != settings.get(key))
+    if changed:
+        differences = ", ".join(f"{_flag(key, started.get(key))} (now {settings.get(key)})" for key in changed)
+        raise UsageError(
+            f"cannot resume {checkpoint}: the run was started with {differences}; resume with the flags it was "
+            "started with, or pass another --output-dir to start a new run with these"
+        )
+
+
+def save_training_state(
+    accelerator: Accelerator,
+    output_dir: Path,
+    state: RunState,
+    settings: dict[str, Any],
+    ema: ModelEmaV3 | None,
+    keep: int,
+) -> Path:
+    """Write ``checkpoints/epoch_XXXX`` (a temporary folder, then a rename); keep the newest ``keep``."""
+    checkpoints = Path(output_dir) / "checkpoints"
+    target = checkpoints / f"{CHECKPOINT_PREFIX}{state.epoch:04d}"
+    temporary = checkpoints / f".{target.name}.tmp"
+    if accelerator.is_main_process:
+        if temporary.exists():
+            shutil.rmtree(temporary)
+        temporary.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(temporary))
+    accelerator.wait_for_everyone()  # every process has written its RNG state before the folder moves
+    if accelerator.is_main_process:
+        if ema is not None:
+            safetensors.torch.save_model(ema.module, str(temporary / EMA_WEIGHTS))
+        trainer_state = {**asdict(state), "settings": settings}
+        (temporary / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2) + "\n")
+        swap_in_folder(temporary, target)
+        for old in complete_checkpoints(output_dir)[:-keep]:
+            delete_folder(old)
+    accelerator.wait_for_everyone()
+    return target
+
+
+def load_training_state(accelerator: Accelerator, checkpoint: Path, ema: ModelEmaV3 | None) -> RunState:
+    """Restore model, optimizer, RNG states and EMA weights from ``checkpoint``; return where the run was."""
+    accelerator.load_state(str(checkpoint))
+    if ema is not None:
+        if not (checkpoint / EMA_WEIGHTS).is_file():
+            raise UsageError(f"--model-ema is on but {checkpoint} holds no EMA weights ({EMA_WEIGHTS})")
+        safetensors.torch.load_model(ema.module, str(checkpoint / EMA_WEIGHTS), device=str(accelerator.device))
+    saved = json.loads((checkpoint / TRAINER_STATE).read_text())
+    return RunState(**{key: saved[key] for key in RunState.__dataclass_fields__})

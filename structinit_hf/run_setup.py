@@ -1,0 +1,323 @@
+"""Everything a training run sets up before its first step, in the order that fails fastest.
+
+Device defaults first (precision, workers, compilation), then the run folder (leftovers of a kill
+cleaned up, the resume point found and its settings compared), then the model (built and validated
+before any image is read), then the data (every image decoded once and checked), and last
+``accelerator.prepare`` and the restored state.  :func:`setup_run` returns it all as one :class:`Run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import timm
+import torch
+from accelerate import Accelerator, PartialState
+from accelerate.utils import parse_flag_from_env, set_seed
+from timm.data import Mixup
+from timm.loss import SoftTargetCrossEntropy
+from timm.optim import create_optimizer_v2
+from timm.scheduler import CosineLRScheduler
+from timm.utils import ModelEmaV3
+from torch import nn
+
+from .checkpoints import (
+    RunState,
+    check_same_settings,
+    clean_leftovers,
+    load_training_state,
+    reset_metrics,
+    resume_point,
+    run_settings,
+)
+from .cli import UsageError, did_you_mean
+from .data import (
+    ImageClassificationData,
+    ensure_hub_reachable,
+    eval_dataloader,
+    find_columns,
+    load_image_classification,
+    train_dataloader,
+)
+from .evaluation import load_model, model_data_config
+from .tensor_data import training_datasets
+from .timm_models import IMPULSE_KWARGS
+
+__all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "known_label_names", "setup_run"]
+
+
+@dataclass(frozen=True)
+class DeviceDefaults:
+    """What the speed flags resolve to on this device when left unset."""
+
+    mixed_precision: str
+    workers: int
+    pin_memory: bool
+    compile: bool
+
+
+def device_defaults(
+    args: argparse.Namespace, device: torch.device, local_processes: int = 1, env: dict[str, str] | None = None
+) -> DeviceDefaults:
+    """Resolve ``--mixed-precision``, ``--workers`` and ``--compile`` for ``device``; explicit flags win.
+
+    On CUDA: bf16 autocast (fp16, with accelerate's gradient scaler, where bf16 is unsupported), one
+    worker per CPU core of this process's share less one (at most 16), pinned memory, torch.compile.
+    An accelerate config's fp16/bf16 (``ACCELERATE_MIXED_PRECISION``; its default "no" does not count)
+    wins over the device default, and its dynamo backend replaces ``--compile``.  On CPU: fp32, no
+    workers, no compilation, as before.
+    """
+    env = os.environ if env is None else env
+    cuda = device.type == "cuda"
+    precision = args.mixed_precision
+    if precision is None:
+        configured = env.get("ACCELERATE_MIXED_PRECISION", "no")
+        if configured != "no":
+            precision = configured
+        elif cuda:
+            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        else:
+            precision = "no"
+    workers = args.workers
+    if workers is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        workers = max(1, min(16, cpus // local_processes - 1)) if cuda else 0
+    compile_model = cuda if args.compile is None else args.compile
+    if env.get("ACCELERATE_DYNAMO_BACKEND", "no").lower() != "no":
+        compile_model = False  # accelerate compiles the model in prepare()
+    return DeviceDefaults(precision, workers, pin_memory=cuda, compile=compile_model)
+
+
+@dataclass
+class Run:
+    """One training run: its accelerator, model, data, optimizer and where it is."""
+
+    args: argparse.Namespace
+    accelerator: Accelerator
+    output_dir: Path
+    settings: dict[str, Any]
+    data: ImageClassificationData
+    init: dict[str, Any]
+    model: nn.Module
+    forward: nn.Module  # the model, or its torch.compile'd version
+    optimizer: torch.optim.Optimizer
+    scheduler: CosineLRScheduler
+    train_loader: Any
+    val_loader: Any
+    eval_loader: Any
+    ema: ModelEmaV3 | None
+    mixup: Mixup | None
+    criterion: nn.Module
+    micro_batch: int
+    state: RunState
+    compile_pending: bool  # the compiled forward has not run yet (it may still fall back to eager)
+
+    def eval_forward(self) -> nn.Module:
+        """The model scored: the EMA when one is kept."""
+        return self.ema.module if self.ema is not None else self.forward
+
+
+def _check_args(args: argparse.Namespace, num_processes: int) -> int:
+    """Validate the recipe; return the micro-batch size of one process."""
+    positive = ("epochs", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints", "eval_batch_size")
+    for name in positive:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.workers is not None and args.workers < 0:
+        raise UsageError(f"--workers must be >= 0, got {args.workers}")
+    if args.batch_size % (num_processes * args.grad_accum):
+        raise UsageError(
+            f"--batch-size {args.batch_size} is not divisible by {num_processes} processes x --grad-accum "
+            f"{args.grad_accum}; the global batch must split into equal micro-batches"
+        )
+    micro_batch = args.batch_size // (num_processes * args.grad_accum)
+    if (args.mixup or args.cutmix) and micro_batch % 2:
+        raise UsageError(f"mixup/cutmix need an even micro-batch, got {micro_batch}")
+    return micro_batch
+
+
+def _default_output_dir(args: argparse.Namespace) -> Path:
+    model = Path(args.model.removeprefix("hf-hub:")).name or "model"
+    dataset = Path(args.dataset).name or "dataset"
+    return Path("runs") / f"{model}-{dataset}"
+
+
+def known_label_names(args: argparse.Namespace) -> list[str] | None:
+    """The class names as the dataset's metadata records them (no image read), or ``None`` if it does not."""
+    path = Path(args.dataset).expanduser()
+    if not path.exists() and not args.dataset.startswith((".", "/", "~")):
+        ensure_hub_reachable(args.dataset)  # an unreachable Hub fails at once, as loading it would
+    try:
+        if path.is_dir() and any((path / name).is_file() for name in ("dataset_dict.json", "state.json")):
+            loaded = datasets.load_from_disk(str(path))  # memory-mapped: nothing decoded
+            split = loaded[args.train_split] if isinstance(loaded, datasets.DatasetDict) else loaded
+            features = split.features
+        else:
+            source = str(path) if path.is_dir() else args.dataset
+            features = datasets.load_dataset_builder(source, name=args.dataset_config).info.features
+        _, label = find_columns(features, args.image_column, args.label_column)
+    except Exception:  # noqa: BLE001  no usable metadata: the labels come from the loaded dataset instead
+        return None
+    feature = features[label]
+    return list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
+
+
+def _model_arguments(model: str, class_name: str) -> list[str]:
+    """The keyword arguments ``model``'s builder accepts, for suggesting the nearest to a misspelt one."""
+    module = sys.modules[timm.models.model_entrypoint(model).__module__]
+    names = list(IMPULSE_KWARGS) + ["attention_init", "pos_embed"] if module.__name__.startswith(__package__) else []
+    model_class = getattr(module, class_name, None)
+    if model_class is not None:
+        names += [name for name in inspect.signature(model_class.__init__).parameters if name not in ("self", "kwargs")]
+    return names
+
+
+def build_model(args: argparse.Namespace, label_names: list[str]) -> tuple[nn.Module, dict[str, Any]]:
+    """``args.model`` with a head for ``label_names``; an unknown keyword names the nearest valid one."""
+    try:
+        return load_model(
+            args.model,
+            num_classes=len(label_names),
+            label_names=label_names,
+            model_kwargs=args.model_kwargs,
+            trust_remote_code=args.trust_remote_code,
+        )
+    except TypeError as error:
+        unknown = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(error))
+        if unknown is None or not timm.is_model(args.model):
+            raise
+        class_name, keyword = unknown.groups()
+        raise UsageError(
+            f"--model-kwargs {keyword}=...: {args.model} takes no argument {keyword!r}"
+            f"{did_you_mean(keyword, _model_arguments(args.model, class_name))}"
+        ) from error
+
+
+def _load_data(args: argparse.Namespace, accelerator: Accelerator) -> ImageClassificationData:
+    with accelerator.main_process_first():
+        return load_image_classification(
+            args.dataset,
+            args.dataset_config,
+            train_split=args.train_split,
+            eval_split=args.eval_split,
+            val_split=args.val_split,
+            image_column=args.image_column,
+            label_column=args.label_column,
+            max_train_samples=args.max_train_samples,
+            max_eval_samples=args.max_eval_samples,
+            seed=args.seed,
+        )
+
+
+def _schedule(args: argparse.Namespace, optimizer: torch.optim.Optimizer, train_rows: int, say) -> CosineLRScheduler:
+    steps_per_epoch = train_rows // args.batch_size
+    total_steps = steps_per_epoch * args.epochs
+    if args.warmup_epochs >= args.epochs:
+        say(f"warning: --warmup-epochs {args.warmup_epochs:g} >= --epochs {args.epochs}: the lr never decays")
+    return CosineLRScheduler(
+        optimizer,
+        t_initial=total_steps,
+        lr_min=args.min_lr,
+        warmup_t=min(round(args.warmup_epochs * steps_per_epoch), total_steps),
+        warmup_lr_init=args.warmup_lr,
+        t_in_epochs=False,
+    )
+
+
+def setup_run(args: argparse.Namespace) -> Run:
+    """Device defaults, run folder, model, data, optimizer and schedule, prepared, restored when resuming."""
+    processes = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))  # as Accelerator will start it
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", processes.num_processes))
+    defaults = device_defaults(args, processes.device, local_processes)
+    output_dir = Path(args.output_dir) if args.output_dir is not None else _default_output_dir(args)
+    accelerator = Accelerator(
+        gradient_accumulation_steps=args.grad_accum,
+        mixed_precision=defaults.mixed_precision,
+        log_with=None if args.report_to == "none" else args.report_to,
+        project_dir=str(output_dir),
+    )
+    micro_batch = _check_args(args, accelerator.num_processes)
+    if accelerator.is_main_process:
+        clean_leftovers(output_dir)
+    accelerator.wait_for_everyone()
+    checkpoint = resume_point(output_dir, args.resume)
+    settings = run_settings(args, defaults.mixed_precision)
+    if checkpoint is not None:
+        check_same_settings(checkpoint, settings)
+
+    set_seed(args.seed)
+    label_names = known_label_names(args)
+    model, init = build_model(args, label_names) if label_names else (None, {})
+    data = _load_data(args, accelerator)
+    if data.label_names != label_names:  # the metadata had no class names (or others): build for the data's
+        set_seed(args.seed)
+        model, init = build_model(args, data.label_names)
+    augmentation = dict(
+        auto_augment=None if args.aa == "none" else args.aa,
+        hflip=args.hflip,
+        scale=tuple(args.scale),
+        ratio=tuple(args.ratio),
+        re_prob=args.reprob,
+    )
+    train_images, val_images, eval_images, pipeline = training_datasets(
+        data,
+        model_data_config(model),
+        augmentation,
+        pipeline=args.input_pipeline,
+        workers=defaults.workers,
+        skip_bad_images=args.skip_bad_images,
+        log=accelerator.print,
+    )
+    eval_batch = args.eval_batch_size or 2 * micro_batch * args.grad_accum
+    loader_options = dict(workers=defaults.workers, pin_memory=defaults.pin_memory)
+    train_loader = train_dataloader(train_images, micro_batch, args.batch_size, args.seed, **loader_options)
+    val_loader = eval_dataloader(val_images, eval_batch, **loader_options)
+    eval_loader = eval_dataloader(eval_images, eval_batch, **loader_options)
+
+    optimizer = create_optimizer_v2(model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay, eps=args.opt_eps)
+    model, optimizer, train_loader, val_loader, eval_loader = accelerator.prepare(
+        model, optimizer, train_loader, val_loader, eval_loader
+    )
+    ema = ModelEmaV3(accelerator.unwrap_model(model), decay=args.model_ema_decay) if args.model_ema else None
+    scheduler = _schedule(args, optimizer, len(data.train), accelerator.print)
+    mixup = None
+    if args.mixup or args.cutmix:
+        mixup = Mixup(
+            mixup_alpha=args.mixup, cutmix_alpha=args.cutmix, label_smoothing=args.label_smoothing,
+            num_classes=data.num_classes,
+        )  # fmt: skip
+    criterion = SoftTargetCrossEntropy() if mixup else nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
+
+    state = RunState()
+    if checkpoint is not None:
+        state = load_training_state(accelerator, checkpoint, ema)
+        accelerator.print(f"resumed from {checkpoint} (epoch {state.epoch}, step {state.step})")
+    if accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        reset_metrics(output_dir, state.epoch)
+    accelerator.init_trackers(
+        output_dir.name,
+        config={k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in vars(args).items()},
+    )
+    accelerator.print(
+        f"{args.model} on {args.dataset}: {len(data.train)} train / {len(data.validation)} val "
+        f"[{data.validation_split}] / {len(data.evaluation)} eval [{data.evaluation_split}] images, "
+        f"{data.num_classes} classes; {accelerator.num_processes} process(es) x micro-batch {micro_batch} x "
+        f"{args.grad_accum} accumulation = batch {args.batch_size}; {len(data.train) // args.batch_size} "
+        f"steps/epoch; {accelerator.device}, precision {defaults.mixed_precision}, "
+        f"{'compiled' if defaults.compile else 'eager'}, {defaults.workers} workers, {pipeline} input pipeline"
+    )
+    return Run(
+        args=args, accelerator=accelerator, output_dir=output_dir, settings=settings, data=data, init=init,
+        model=model, forward=torch.compile(model) if defaults.compile else model, optimizer=optimizer,
+        scheduler=scheduler, train_loader=train_loader, val_loader=val_loader, eval_loader=eval_loader, ema=ema,
+        mixup=mixup, criterion=criterion, micro_batch=micro_batch, state=state, compile_pending=defaults.compile,
+    )  # fmt: skip
