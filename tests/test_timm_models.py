@@ -6,9 +6,11 @@ import pytest
 import timm
 import torch
 from safetensors.torch import save_file
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
 import structinit_hf  # noqa: F401  (registers the models)
 from structinit_hf import impulse
+from structinit_hf.hf import variants
 
 TINY = dict(img_size=16, patch_size=2, depth=1)  # an 8x8 patch grid fits the 5x5 kernel
 OUR_NAMES = [
@@ -151,3 +153,23 @@ def test_fresh_models_record_their_init_settings() -> None:
     assert timm.create_model("vit_tiny_patch2_32", **TINY).structinit_settings == {"attention_init": "default"}
     reset = timm.create_model("vit_tiny_patch2_32", **TINY, weight_init="reset")
     assert reset.structinit_settings == {"attention_init": "default", "weight_init": "reset"}
+
+
+@pytest.mark.parametrize("name", sorted(variants.TIMM_VARIANTS))
+def test_registered_cfg_is_the_variant_table_entry(name: str) -> None:
+    """Catches the registry drifting from the one variant table (the transformers config reads it too): a
+    geometry, init, class count, crop or normalization written again by hand, and ImageNet statistics that
+    are not timm's own (the remote-code table spells them out because it cannot import timm)."""
+    entry = variants.TIMM_VARIANTS[name]
+    cfg = timm.models.get_pretrained_cfg(name).to_dict()
+    side = entry.model_args["img_size"]
+    assert cfg["input_size"] == (3, side, side)
+    assert {key: cfg[key] for key in ("num_classes", "crop_pct", "mean", "std")} == entry.data
+    model = timm.create_model(name, depth=1, **({"img_size": 48} if side == 224 else {}))
+    assert model.patch_embed.patch_size == (entry.model_args["patch_size"],) * 2
+    assert (model.embed_dim, model.blocks[0].attn.num_heads) == (
+        entry.model_args["embed_dim"],
+        entry.model_args["num_heads"],
+    )
+    assert model.structinit_settings["attention_init"] == entry.model_args["attention_init"]
+    assert variants.IMAGENET_MEAN == IMAGENET_DEFAULT_MEAN and variants.IMAGENET_STD == IMAGENET_DEFAULT_STD

@@ -255,21 +255,15 @@ class StructInitViTConfig(PretrainedConfig):
                 f"({self.num_channels})"
             )
         if self.attention_init == "impulse":
-            k, grid = self.impulse_kernel_size, self.grid_size
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1 or k % 2 == 0:
-                raise ValueError(f"impulse_kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {k!r}")
-            if k > min(grid):
-                raise ValueError(
-                    f"impulse_kernel_size {k} does not fit the {grid[0]}x{grid[1]} patch grid "
-                    f"(image_size {self.image_size}, patch_size {self.patch_size}): it must be at most {min(grid)}"
-                )
             if self.impulse_sharpness is not None and not 0.0 < self.impulse_sharpness < 1.0:
                 raise ValueError(f"impulse_sharpness must be in (0, 1), got {self.impulse_sharpness}")
-        try:  # the option values themselves are checked by the package when it is installed
+        try:  # the option values and the kernel's fit are checked by the package when it is installed
+            from structinit_hf.impulse import validate_kernel_size
             from structinit_hf.init import ImpulseOptions
         except ImportError:
             return
         if self.attention_init == "impulse":
+            validate_kernel_size(self.impulse_kernel_size, self.grid_size)
             ImpulseOptions(**self.init_options())
 
     @property
