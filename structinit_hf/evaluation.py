@@ -103,7 +103,12 @@ def _processor_data_config(processor: Any | None, model: transformers.PreTrained
     """
     channels, side = getattr(model.config, "num_channels", 3), getattr(model.config, "image_size", 224)
     if processor is None:
-        return {"input_size": (channels, side, side), "mean": (0.5,) * 3, "std": (0.5,) * 3, "crop_pct": 1.0}
+        return {
+            "input_size": (channels, side, side),
+            "mean": (0.5,) * channels,
+            "std": (0.5,) * channels,
+            "crop_pct": 1.0,
+        }
     resize = _edges(getattr(processor, "size", None)) if getattr(processor, "do_resize", True) else None
     crop = _edges(getattr(processor, "crop_size", None)) if getattr(processor, "do_center_crop", False) else None
     final = crop or resize or side

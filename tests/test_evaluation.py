@@ -16,7 +16,7 @@ from PIL import Image
 from transformers import DeiTImageProcessor, ViTConfig, ViTForImageClassification
 
 from structinit_hf.cli import run_script
-from structinit_hf.evaluation import eval_transform, evaluation_parser, load_model, run_evaluation
+from structinit_hf.evaluation import eval_transform, evaluation_parser, load_model, model_data_config, run_evaluation
 from structinit_hf.hf.variants import CIFAR10_MEAN, CIFAR10_STD
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,6 +70,15 @@ def test_transformers_checkpoint_is_resized_cropped_and_normalized_by_its_proces
     record = run_evaluation(evaluation_parser().parse_args([*argv, "--output", str(tmp_path / "results.json")]))
     assert record["num_samples"] == 6 and record["top1"] == 100.0
     assert json.loads((tmp_path / "results.json").read_text())["top1"] == 100.0
+
+
+def test_training_data_config_of_a_cropping_processor(cropping_checkpoint):
+    """Catches the processor's crop_size ignored where training builds its transforms from a timm data config:
+    the model input must be the 32 px crop of a 36 px resize, normalized with the processor's statistics."""
+    model, _ = load_model(str(cropping_checkpoint))
+    config = model_data_config(model)
+    assert config["input_size"] == (3, 32, 32) and config["crop_pct"] == pytest.approx(32 / 36)
+    assert config["mean"] == (MEAN,) * 3 and config["std"] == (STD,) * 3 and config["interpolation"] == "bicubic"
 
 
 def test_timm_model_uses_timm_data_config():
