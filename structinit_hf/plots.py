@@ -18,8 +18,8 @@ from torch import nn
 
 from .atomic import write_file
 from .attention_maps import patch_attention_maps
-from .data import build_transform, find_columns, load_raw_dataset
-from .evaluation import model_data_config
+from .data import find_columns, load_raw_dataset
+from .evaluation import eval_transform, load_model
 
 __all__ = [
     "attention_distance",
@@ -45,7 +45,7 @@ def load_images(dataset: str, models: Sequence[nn.Module], num_images: int, spli
     pictures = [image.convert("RGB") for image in rows[image_column]]
     batches = []
     for model in models:
-        transform = build_transform(model_data_config(model), is_training=False)
+        transform = eval_transform(model)
         batches.append(torch.stack([transform(picture) for picture in pictures]))
     return batches
 
@@ -199,8 +199,6 @@ def _init_label(name: str, init: dict[str, Any], kwargs: dict[str, Any]) -> str:
 
 def _load(source: str, kwargs: dict[str, Any]) -> tuple[nn.Module, dict[str, Any]]:
     """A model name built fresh with ``kwargs``, or a trained checkpoint (a run folder or its ``final/``)."""
-    from .evaluation import load_model
-
     folder = Path(source).expanduser()
     if folder.is_dir():
         return load_model(str(folder / "final" if (folder / "final").is_dir() else folder))
