@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import timm
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoImageProcessor, AutoModelForImageClassification, pipeline
+from without_package import run_without_package
 
 import structinit_hf
 from structinit_hf import export
@@ -87,12 +86,7 @@ def test_checkpoint_loads_in_stock_timm_without_the_package(tmp_path: Path):
         print("stock timm ok")
         """
     )
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", PYTHONPATH="")
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "stock timm ok" in result.stdout
+    assert "stock timm ok" in run_without_package(script, tmp_path)
 
 
 def test_pipeline_classifies_a_real_cifar_image(tmp_path: Path, cifar10_small: Path):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -24,6 +21,7 @@ from transformers import (
     ViTConfig,
     ViTForImageClassification,
 )
+from without_package import run_without_package
 
 import structinit_hf
 from structinit_hf import impulse, init, timm_models
@@ -261,12 +259,7 @@ def test_checkpoint_without_package_loads_with_trust_remote_code(tmp_path: Path)
         print("remote code ok")
         """
     )
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1", PYTHONPATH="")
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "remote code ok" in result.stdout
+    assert "remote code ok" in run_without_package(script, tmp_path)
     assert (tmp_path / "hf_home" / "modules" / "transformers_modules").is_dir()
 
 
