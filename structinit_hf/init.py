@@ -23,6 +23,7 @@ __all__ = [
     "INIT_METHODS",
     "PRESETS",
     "PROJECT_DEFAULTS",
+    "SVD_DEFAULTS",
     "ImpulseOptions",
     "apply_structured_init",
     "impulse_block_targets",
@@ -33,10 +34,26 @@ INIT_METHODS = ("impulse", "mimetic", "default")
 VALUE_INITS = ("default", "mimetic")  # what impulse init does to the value/output projections
 
 
-# This project's own construction: the closed-form solve of :func:`~structinit_hf.impulse.solve_qk`.
+# This project's own construction ("structinit"). The defaults follow the patch-2 diagnosis (issue 11, README):
+# the closed form on a learned-style position code x18, per-head Q/K at Frobenius norm 7 and mimetic value/output
+# (v2's scale: attention starts soft, near mimetic's), random shifts drawn per block from the k x k window.
 PROJECT_DEFAULTS: dict[str, Any] = dict(
     kernel_size=3,
     seed=0,
+    pseudo_input="learned",
+    sharpness=0.7,
+    solver="pinv",
+    per_layer=True,
+    suppress_content=False,
+    patch_embed_scale=1.0,
+    value_init="mimetic",
+    shift_order="random",
+    qk_frobenius=7.0,
+    position_scale=18.0,
+)
+# The first releases' defaults (0.1): this project's "svd" closed form on the sin-cos code, content suppressed,
+# sharpness 0.7. They trained far worse than timm's default init at the paper's architecture (README, issue 11).
+SVD_DEFAULTS: dict[str, Any] = dict(
     pseudo_input="sincos",
     sharpness=0.7,
     solver="svd",

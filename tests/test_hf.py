@@ -204,7 +204,8 @@ def test_output_attentions_in_training_are_that_forwards_maps_and_leave_no_hooks
 
 def test_attention_of_a_new_model_peaks_at_the_impulse_targets():
     """The first block's maps, read through output_attentions, follow each head's impulse shift."""
-    config = StructInitViTConfig(**TINY, impulse_kernel_size=3, init_seed=5)
+    svd = {f"impulse_{name}": value for name, value in init.SVD_DEFAULTS.items()}  # sharp maps on noise images
+    config = StructInitViTConfig(**TINY, impulse_kernel_size=3, init_seed=5, **svd)
     model = AutoModelForImageClassification.from_config(config).eval()
     with torch.no_grad():
         maps = model(torch.randn(4, 3, 16, 16), output_attentions=True).attentions[0]

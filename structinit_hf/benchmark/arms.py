@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..init import SVD_DEFAULTS
+
 __all__ = [
     "ABLATION_ARMS",
     "ABLATION_REFERENCES",
@@ -61,6 +63,8 @@ ARMS: dict[str, Arm] = {
         Arm("mimetic", "mimetic", "vit_tiny_mimetic", {}, "mimetic"),
         Arm("impulse3", "impulse 3x3", "vit_tiny_impulse3", {}, "impulse3"),
         Arm("impulse5", "impulse 5x5", "vit_tiny_impulse5", {}, "impulse5"),
+        Arm("impulse3-svd", "impulse 3x3, the 0.1 defaults (svd)", "vit_tiny_impulse3", dict(SVD_DEFAULTS)),
+        Arm("impulse5-svd", "impulse 5x5, the 0.1 defaults (svd)", "vit_tiny_impulse5", dict(SVD_DEFAULTS)),
         Arm("v1", "impulse 3x3, the authors' v1 (Adam, arXiv 2404.01139)", "vit_tiny_impulse3", {"preset": "v1"}),
         Arm("v2", "impulse 3x3, the authors' v2 (NeurIPS 2025)", "vit_tiny_impulse3", {"preset": "v2"}),
         Arm("convit", "ConViT-Tiny (GPSA, architectural peer)", "convit_tiny_patch2_32", {}, None),
@@ -131,24 +135,34 @@ ABLATION_ARMS: dict[str, Arm] = {
         ),
     )
 }
-# The patch-2 diagnosis (issue 11): today's impulse defaults with one of v2's choices each, on the cpu-proxy profile.
+# The patch-2 diagnosis (issue 11), on the cpu-proxy profile: the 0.1 defaults with one of v2's choices each.
 DIAGNOSIS_ARMS: dict[str, Arm] = {
     arm.name: arm
     for arm in (
         Arm(
-            "impulse3-qkfro7",
-            "impulse 3x3, Q/K at Frobenius norm 7 per head (v2's scale)",
+            "impulse3-svd-qkfro7",
+            "0.1 defaults, Q/K at Frobenius norm 7 per head (v2's scale)",
             "vit_tiny_impulse3",
-            {"qk_frobenius": 7.0},
+            {**SVD_DEFAULTS, "qk_frobenius": 7.0},
         ),
-        Arm("impulse3-pos18", "impulse 3x3, position code x18 (v2's)", "vit_tiny_impulse3", {"position_scale": 18.0}),
         Arm(
-            "impulse3-mimeticvo",
-            "impulse 3x3, mimetic value/output (v2's)",
+            "impulse3-svd-pos18",
+            "0.1 defaults, position code x18 (v2's)",
             "vit_tiny_impulse3",
-            {"value_init": "mimetic"},
+            {**SVD_DEFAULTS, "position_scale": 18.0},
         ),
-        Arm("impulse3-free", "impulse 3x3, content not suppressed", "vit_tiny_impulse3", {"suppress_content": False}),
+        Arm(
+            "impulse3-svd-free",
+            "0.1 defaults, content not suppressed",
+            "vit_tiny_impulse3",
+            {**SVD_DEFAULTS, "suppress_content": False},
+        ),
+        Arm(
+            "impulse3-pinv-sincos",
+            "today's defaults solved on the sin-cos code instead of a learned-style one",
+            "vit_tiny_impulse3",
+            {"pseudo_input": "sincos"},
+        ),
     )
 }
 ABLATION_REFERENCES = ("default", "mimetic", "impulse3")

@@ -1,0 +1,46 @@
+"""The init-health report: Q/K norms, attention entropy and target hits per block."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from timm.models.vision_transformer import VisionTransformer
+
+from structinit_hf import apply_structured_init
+from structinit_hf.init import SVD_DEFAULTS, impulse_block_targets
+from structinit_hf.init_health import init_health, qk_spectral_norms
+
+
+def tiny_vit(**kwargs) -> VisionTransformer:
+    args = dict(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2, class_token=False, global_pool="avg")
+    return VisionTransformer(**{**args, **kwargs}).eval()
+
+
+def test_spectral_norms_read_the_query_and_key_rows() -> None:
+    """Catches norms taken over the wrong rows of the fused qkv weight (e.g. the value rows)."""
+    model = tiny_vit()
+    with torch.no_grad():
+        model.blocks[1].attn.qkv.weight.zero_()
+        model.blocks[1].attn.qkv.weight[0, 0] = 3.0  # a query row
+        model.blocks[1].attn.qkv.weight[32, 1] = 2.0  # a key row
+        model.blocks[1].attn.qkv.weight[64:] = 100.0  # value rows must not count
+    assert qk_spectral_norms(model)[1] == (pytest.approx(3.0), pytest.approx(2.0))
+
+
+def test_entropy_is_uniform_for_blind_attention_and_hits_count_targets() -> None:
+    """Catches an entropy not normalised by log N, or hit rates read off the wrong key."""
+    model = tiny_vit()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.qkv.weight[:64].zero_()  # Q = K = 0: every row uniform
+            block.attn.qkv.bias.zero_()
+    rows = init_health(model, torch.randn(2, 3, 16, 16))
+    assert math.isclose(rows[0]["entropy"], math.log(16), rel_tol=1e-5)
+    assert math.isclose(rows[1]["entropy_ratio"], 1.0, rel_tol=1e-5) and "hit_rate" not in rows[0]
+    # blind rows peak nowhere in particular; the impulse init's rows peak on their targets
+    targets = impulse_block_targets(model, **SVD_DEFAULTS)
+    assert init_health(model, torch.randn(2, 3, 16, 16), targets)[0]["hit_rate"] < 0.2
+    apply_structured_init(model, "impulse", **{**SVD_DEFAULTS, "patch_embed_scale": 0.1})  # position dominates
+    assert init_health(model, torch.randn(2, 3, 16, 16), targets)[0]["hit_rate"] > 0.8
