@@ -42,9 +42,11 @@ def config_for_timm_model(model: VisionTransformer) -> StructInitViTConfig:
         )
     # the architecture overrides timm recorded; init-time switches (timm's weight_init) do not shape the network
     recorded = {k: v for k, v in getattr(model, "_model_args", {}).items() if k not in ("num_classes", "weight_init")}
+    # the init this model got, every option spelled out, so the checkpoint records it whatever the defaults become
+    applied = {k: v for k, v in getattr(model, "structinit_settings", {}).items() if k != "weight_init"}
     config = StructInitViTConfig.from_timm_name(
         name,
-        **recorded,
+        **{**recorded, **applied},
         num_classes=model.num_classes,
         image_mean=tuple(model.pretrained_cfg["mean"]),
         image_std=tuple(model.pretrained_cfg["std"]),

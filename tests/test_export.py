@@ -54,6 +54,8 @@ def test_timm_model_checkpoint_loads_in_timm_and_transformers(tmp_path: Path):
     assert {"mean", "std", "crop_pct", "interpolation"} <= set(config["pretrained_cfg"])
     assert config["structinit"]["attention_init"] == "impulse"
     assert (config["structinit"]["kernel_size"], config["structinit"]["seed"]) == (5, 2)
+    # every option the init used, not only those given: a checkpoint must not change meaning when a default moves
+    assert config["structinit"] == model.structinit_settings
     assert config["model_type"] == "structinit_vit" and config["id2label"]["3"] == "class_3"
     assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForImageClassification"}
 
