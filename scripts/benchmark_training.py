@@ -1,18 +1,23 @@
-"""Training throughput on this CPU, side by side in one process (issue 4's benchmark).
+"""Training throughput of scripts/train.py against a bare PyTorch loop, in one process, on this machine's device.
 
-Arms, interleaved round by round (the order flips every round) so a busy shared machine slows them alike:
+For each precision mode (``fp32``, ``bf16``, ``bf16_compiled``; by default all three on a GPU, ``fp32`` on
+CPU), interleaved round by round (the order flips every round) so that a busy shared machine slows the
+arms alike:
 
-- ``script``: :func:`structinit_hf.training.train` itself, one epoch of ``steps`` global batches of real
-  CIFAR-10 images with the full recipe (RandAugment, flip, random-resized crop, label smoothing, AdamW,
-  grad clipping, cosine schedule); images/s as its ``metrics.jsonl`` reports it (data loading included).
-- ``bare``: the same model and optimizer fed pre-made tensors, nothing else.
+- ``bare``: the model, AdamW, label-smoothed cross-entropy and gradient clipping on pre-made tensors
+  already on the device; autocast and ``torch.compile`` as the mode says.  Images/s over ``steps`` steps
+  after one untimed step (the compilation, for a compiled mode).
+- ``script``: :func:`structinit_hf.training.train` itself with ``--mixed-precision`` / ``--compile`` set by
+  the mode and every other flag at its default (workers, pinned memory, input pipeline, the full
+  augmentation recipe): two epochs of ``steps`` global batches of real images, images/s of the second
+  epoch as its ``metrics.jsonl`` reports it (data loading included, compilation and warm-up excluded).
 
-for the structured-init ``vit_tiny_impulse3`` and the control ``vit_tiny_patch2_32`` (same architecture),
-and the script once more with DataLoader workers.  One untimed bare step warms the process up first.
-Peak memory is measured apart: each arm runs once more in a fresh process whose peak resident set
-(``ru_maxrss``, DataLoader workers not included) is reported.
+plus the input pipeline alone (decode-once tensors and timm's PIL path), one epoch of the training split
+through the training DataLoader after a warm-up epoch.  ``results.json`` holds, per device,
+``ratio_to_bare.<mode>`` (median over rounds of script / bare).
 
-    python scripts/benchmark_training.py --data ../shared/data/cifar10-small --out benchmarks/training
+    python scripts/benchmark_training.py --data ../shared/data/cifar10 --out benchmarks/training        # GPU
+    python scripts/benchmark_training.py --model-kwargs depth=3 --batch-size 32 --out benchmarks/training  # CPU
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,154 +34,141 @@ from pathlib import Path
 
 import torch
 from timm.optim import create_optimizer_v2
+from timm.utils import ParseKwargs
 from torch import nn
 
-from structinit_hf.evaluation import library_versions, load_model
+from structinit_hf.data import load_image_classification, train_dataloader
+from structinit_hf.evaluation import library_versions, load_model, model_data_config
+from structinit_hf.run_setup import device_defaults
+from structinit_hf.tensor_data import training_datasets
 from structinit_hf.training import train, training_parser
 
-MODELS = ("vit_tiny_impulse3", "vit_tiny_patch2_32")
+MODES = {"fp32": ("no", False), "bf16": ("bf16", False), "bf16_compiled": ("bf16", True), "fp32_compiled": ("no", True)}
 
 
-def own_peak_memory_mb() -> float:
-    """This process's peak resident set (VmHWM starts afresh at exec, unlike a child's ru_maxrss)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
-def peak_memory_mb(arm: str, args: argparse.Namespace) -> float:
-    """Peak resident memory of a fresh process that runs ``arm`` once (two steps reach the steady state)."""
-    command = [sys.executable, __file__, "--arm", arm, "--data", args.data, "--batch-size", str(args.batch_size)]
-    command += ["--steps", "2", "--workers", str(args.workers)]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mb"]
-
-
-def script_arm(model: str, data: str, batch: int, steps: int, workers: int) -> float:
+def script_arm(args: argparse.Namespace, mode: str) -> float:
+    precision, compiled = MODES[mode]
     with tempfile.TemporaryDirectory() as out:
         argv = [
-            "--model", model, "--dataset", data, "--output-dir", out, "--epochs", "1", "--warmup-epochs", "0",
-            "--batch-size", str(batch), "--max-train-samples", str(batch * steps), "--max-eval-samples", str(batch),
-            "--val-split", "0", "--workers", str(workers),
+            "--model", args.model, "--model-kwargs", *(f"{k}={v}" for k, v in args.model_kwargs.items()),
+            "--dataset", args.data, "--output-dir", out, "--epochs", "2", "--warmup-epochs", "0",
+            "--batch-size", str(args.batch_size), "--max-train-samples", str(args.batch_size * args.steps),
+            "--max-eval-samples", str(args.batch_size), "--val-split", "0", "--mixed-precision", precision,
+            "--compile" if compiled else "--no-compile",
         ]  # fmt: skip
         train(training_parser().parse_args(argv))
-        return json.loads((Path(out) / "metrics.jsonl").read_text().splitlines()[0])["images_per_sec"]
+        return json.loads((Path(out) / "metrics.jsonl").read_text().splitlines()[1])["images_per_sec"]
 
 
-def bare_arm(model_name: str, batch: int, steps: int) -> float:
-    model, _ = load_model(model_name, num_classes=10)
-    model.train()
+def bare_arm(args: argparse.Namespace, mode: str, device: torch.device) -> float:
+    precision, compiled = MODES[mode]
+    model, _ = load_model(args.model, num_classes=10, model_kwargs=args.model_kwargs)
+    model.to(device).train()
     optimizer = create_optimizer_v2(model, opt="adamw", lr=1e-3, weight_decay=0.01, eps=1e-3)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
+    forward = torch.compile(model) if compiled else model
+    size = model_data_config(model)["input_size"]
     generator = torch.Generator().manual_seed(0)
-    images = torch.randn(steps, batch, 3, 32, 32, generator=generator)
-    labels = torch.randint(0, 10, (steps, batch), generator=generator)
-    start = time.perf_counter()
-    for x, y in zip(images, labels, strict=True):
-        loss = criterion(model(x), y)
+    images = torch.randn(args.steps + 1, args.batch_size, *size, generator=generator).to(device)
+    labels = torch.randint(0, 10, (args.steps + 1, args.batch_size), generator=generator).to(device)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = criterion(forward(x), y)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 3.0)
         optimizer.step()
         optimizer.zero_grad()
-    return batch * steps / (time.perf_counter() - start)
+
+    step(images[0], labels[0])  # warm-up (and compilation)
+    _synchronize(device)
+    start = time.perf_counter()
+    for x, y in zip(images[1:], labels[1:], strict=True):
+        step(x, y)
+    _synchronize(device)
+    return args.batch_size * args.steps / (time.perf_counter() - start)
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def input_pipeline(args: argparse.Namespace, pipeline: str, workers: int) -> float:
+    """Augmented training images per second out of the training DataLoader alone (one epoch after a warm-up)."""
+    data = load_image_classification(args.data, val_split=0.0, max_eval_samples=1)
+    model, _ = load_model(args.model, num_classes=data.num_classes, model_kwargs=args.model_kwargs)
+    recipe = training_parser().parse_args([])
+    augmentation = dict(
+        auto_augment=recipe.aa, hflip=recipe.hflip, scale=tuple(recipe.scale), ratio=tuple(recipe.ratio), re_prob=0.0
+    )
+    images = training_datasets(data, model_data_config(model), augmentation, pipeline=pipeline, workers=workers)[0]
+    loader = train_dataloader(images, args.batch_size, args.batch_size, seed=0, workers=workers)
+    for epoch in range(2):
+        loader.sampler.set_epoch(epoch)
+        start, count = time.perf_counter(), 0
+        for batch, _ in loader:
+            count += batch.shape[0]
+    return count / (time.perf_counter() - start)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="../shared/data/cifar10-small")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/training"))
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=3, help="optimizer steps per arm and round")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=2, help="workers of the extra script arm")
-    parser.add_argument("--arm", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--model", default="vit_tiny_impulse3")
+    parser.add_argument("--model-kwargs", nargs="*", default={}, action=ParseKwargs, help="e.g. depth=3")
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=20, help="timed optimizer steps per arm and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=None, help="default: all on GPU, fp32 on CPU")
+    parser.add_argument("--workers", type=int, default=None, help="input-pipeline workers (default: train.py's)")
     args = parser.parse_args()
 
-    impulse, control = MODELS
-    arms = {  # neighbours are the pairs compared; every other round runs them in reverse order
-        f"script/{impulse}": lambda: script_arm(impulse, args.data, args.batch_size, args.steps, 0),
-        f"bare/{impulse}": lambda: bare_arm(impulse, args.batch_size, args.steps),
-        f"bare/{control}": lambda: bare_arm(control, args.batch_size, args.steps),
-        f"script/{control}": lambda: script_arm(control, args.data, args.batch_size, args.steps, 0),
-        f"script+workers/{impulse}": lambda: script_arm(impulse, args.data, args.batch_size, args.steps, args.workers),
-    }
-    if args.arm is not None:  # one arm in this fresh process, for the memory pass
-        arms[args.arm]()
-        print(json.dumps({"peak_rss_mb": own_peak_memory_mb()}))
-        return
-    bare_arm(MODELS[1], args.batch_size, 1)  # warm-up: the first step of a process is slow
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    modes = args.modes or (["fp32", "bf16", "bf16_compiled"] if device.type == "cuda" else ["fp32"])
+    workers = (
+        args.workers if args.workers is not None else device_defaults(training_parser().parse_args([]), device).workers
+    )
+    arms = {}
+    for mode in modes:  # neighbours are the pairs compared
+        arms[f"bare/{mode}"] = lambda mode=mode: bare_arm(args, mode, device)
+        arms[f"script/{mode}"] = lambda mode=mode: script_arm(args, mode)
     throughput: dict[str, list[float]] = {name: [] for name in arms}
-    load_before = os.getloadavg()
-    start = time.perf_counter()
+    load_before, start = os.getloadavg(), time.perf_counter()
     for round_index in range(args.rounds):
-        order = list(arms) if round_index % 2 == 0 else list(reversed(arms))
-        for name in order:
+        for name in arms if round_index % 2 == 0 else reversed(arms):
             throughput[name].append(arms[name]())
-            print(f"round {round_index + 1}/{args.rounds}  {name:34s} {throughput[name][-1]:6.2f} img/s", flush=True)
+            print(f"round {round_index + 1}/{args.rounds}  {name:24s} {throughput[name][-1]:9.1f} img/s", flush=True)
     load_after = os.getloadavg()
-    memory = {name: peak_memory_mb(name, args) for name in arms}
+    pipelines = {f"{p} ({workers} workers)": input_pipeline(args, p, workers) for p in ("tensor", "pil")}
 
-    def ratio(numerator: str, denominator: str) -> float:
-        return statistics.median(a / b for a, b in zip(throughput[numerator], throughput[denominator], strict=True))
+    def ratio(mode: str) -> float:
+        pairs = zip(throughput[f"script/{mode}"], throughput[f"bare/{mode}"], strict=True)
+        return statistics.median(script / bare for script, bare in pairs)
 
-    summary = {
-        "script_over_bare": {m: ratio(f"script/{m}", f"bare/{m}") for m in MODELS},
-        "script_with_workers_over_bare": ratio(f"script+workers/{MODELS[0]}", f"bare/{MODELS[0]}"),
-        "impulse_over_control": {
-            kind: ratio(f"{kind}/{MODELS[0]}", f"{kind}/{MODELS[1]}") for kind in ("bare", "script")
-        },
-    }
-    report = {
-        "setting": dict(
-            batch_size=args.batch_size,
-            steps=args.steps,
-            rounds=args.rounds,
-            workers=args.workers,
-            data=args.data,
-            image_size=32,
-            recipe="train.py defaults (RandAugment m9 mstd0.5, flip, RRC, AdamW, clip 3, ls 0.1)",
-        ),
-        "machine": dict(
-            platform=platform.platform(),
-            cpus=os.cpu_count(),
-            torch_threads=torch.get_num_threads(),
-            load_average_before=load_before,
-            load_average_after=os.getloadavg(),
-        ),
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({os.cpu_count()} cores)"
+    result = {
+        "device": name,
+        "median_images_per_sec": {arm: statistics.median(values) for arm, values in throughput.items()},
         "images_per_sec": throughput,
-        "median_images_per_sec": {name: statistics.median(values) for name, values in throughput.items()},
-        "peak_memory_mb": memory,
-        "ratios_median_of_rounds": summary,
+        "ratio_to_bare": {mode: ratio(mode) for mode in modes},
+        "input_pipeline_images_per_sec": pipelines,
+        "load_average_before_after": [load_before[0], load_after[0]],
         "wall_time_s": round(time.perf_counter() - start, 1),
+        "setting": {
+            "model": args.model, "model_kwargs": args.model_kwargs, "batch_size": args.batch_size,
+            "steps": args.steps, "rounds": args.rounds, "data": args.data, "platform": platform.platform(),
+            "torch_threads": torch.get_num_threads(), "command": " ".join(["python", *sys.argv]),
+        },
         "versions": library_versions(),
-    }
+    }  # fmt: skip
+    results_file = args.out / "results.json"
+    report = json.loads(results_file.read_text()) if results_file.is_file() else {}
+    report = {"devices": {**report.get("devices", {}), device.type: result}}  # one entry per device kind
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
-    lines = [
-        "# Training throughput (scripts/benchmark_training.py)",
-        "",
-        f"ViT-Tiny, 32 px, patch 2, batch {args.batch_size}, {args.steps} steps x {args.rounds} interleaved rounds, "
-        f"{os.cpu_count()} shared CPU cores, torch threads {torch.get_num_threads()}, load average "
-        f"{load_before[0]:.1f} before / {load_after[0]:.1f} after the throughput rounds. Peak RSS: one fresh "
-        "process per arm.",
-        "",
-        "| arm | median img/s | per round | peak RSS (MB) |",
-        "|---|---|---|---|",
-        *(
-            f"| {name} | {statistics.median(runs):.2f} | {', '.join(f'{v:.2f}' for v in runs)} | {memory[name]:.0f} |"
-            for name, runs in throughput.items()
-        ),
-        "",
-        "| ratio (median over rounds) | value |",
-        "|---|---|",
-        *(f"| script / bare, {m} | {v:.3f} |" for m, v in summary["script_over_bare"].items()),
-        f"| script with {args.workers} workers / bare, {MODELS[0]} | {summary['script_with_workers_over_bare']:.3f} |",
-        *(f"| impulse3 / control, {k} | {v:.3f} |" for k, v in summary["impulse_over_control"].items()),
-        "",
-    ]
-    (args.out / "README.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    results_file.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -9,16 +9,12 @@ before any image is read), then the data (every image decoded once and checked),
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
-import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import datasets
-import timm
 import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import parse_flag_from_env, set_seed
@@ -38,7 +34,7 @@ from .checkpoints import (
     resume_point,
     run_settings,
 )
-from .cli import UsageError, did_you_mean
+from .cli import UsageError
 from .data import (
     ImageClassificationData,
     ensure_hub_reachable,
@@ -49,7 +45,6 @@ from .data import (
 )
 from .evaluation import load_model, model_data_config
 from .tensor_data import training_datasets
-from .timm_models import IMPULSE_KWARGS
 
 __all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "known_label_names", "setup_run"]
 
@@ -170,35 +165,15 @@ def known_label_names(args: argparse.Namespace) -> list[str] | None:
     return list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
 
 
-def _model_arguments(model: str, class_name: str) -> list[str]:
-    """The keyword arguments ``model``'s builder accepts, for suggesting the nearest to a misspelt one."""
-    module = sys.modules[timm.models.model_entrypoint(model).__module__]
-    names = list(IMPULSE_KWARGS) + ["attention_init", "pos_embed"] if module.__name__.startswith(__package__) else []
-    model_class = getattr(module, class_name, None)
-    if model_class is not None:
-        names += [name for name in inspect.signature(model_class.__init__).parameters if name not in ("self", "kwargs")]
-    return names
-
-
 def build_model(args: argparse.Namespace, label_names: list[str]) -> tuple[nn.Module, dict[str, Any]]:
-    """``args.model`` with a head for ``label_names``; an unknown keyword names the nearest valid one."""
-    try:
-        return load_model(
-            args.model,
-            num_classes=len(label_names),
-            label_names=label_names,
-            model_kwargs=args.model_kwargs,
-            trust_remote_code=args.trust_remote_code,
-        )
-    except TypeError as error:
-        unknown = re.search(r"(\w+)\.__init__\(\) got an unexpected keyword argument '(\w+)'", str(error))
-        if unknown is None or not timm.is_model(args.model):
-            raise
-        class_name, keyword = unknown.groups()
-        raise UsageError(
-            f"--model-kwargs {keyword}=...: {args.model} takes no argument {keyword!r}"
-            f"{did_you_mean(keyword, _model_arguments(args.model, class_name))}"
-        ) from error
+    """``args.model`` with a head for ``label_names`` (an unknown keyword is a user error naming the nearest)."""
+    return load_model(
+        args.model,
+        num_classes=len(label_names),
+        label_names=label_names,
+        model_kwargs=args.model_kwargs,
+        trust_remote_code=args.trust_remote_code,
+    )
 
 
 def _load_data(args: argparse.Namespace, accelerator: Accelerator) -> ImageClassificationData:

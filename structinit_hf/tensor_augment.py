@@ -13,6 +13,7 @@ source falls outside the image).
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import re
@@ -42,12 +43,17 @@ def _interpolation(name: str) -> InterpolationMode:
     return _INTERPOLATIONS.get(name, InterpolationMode.BILINEAR)
 
 
+@functools.lru_cache(maxsize=8)
+def _pixel_centres(height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.meshgrid(torch.arange(height) + 0.5, torch.arange(width) + 0.5, indexing="ij")
+
+
 def _pil_affine(image: torch.Tensor, matrix: tuple[float, ...], mode: InterpolationMode, fill: torch.Tensor):
     """PIL's ``Image.transform(size, AFFINE, matrix)``: output pixel (x, y) samples the input at
     ``(a x + b y + c, d x + e y + f)``, pixel centres at ``i + 0.5``; outside the image, ``fill``."""
     _, height, width = image.shape
     a, b, c, d, e, f = matrix
-    ys, xs = torch.meshgrid(torch.arange(height) + 0.5, torch.arange(width) + 0.5, indexing="ij")
+    ys, xs = _pixel_centres(height, width)
     x_in, y_in = a * xs + b * ys + c, d * xs + e * ys + f
     grid = torch.stack((2 * x_in / width - 1, 2 * y_in / height - 1), dim=-1)[None]
     sampled = nnf.grid_sample(image[None].float(), grid, mode=mode.value, padding_mode="border", align_corners=False)[0]
