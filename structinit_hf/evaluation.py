@@ -54,6 +54,7 @@ __all__ = [
     "load_model",
     "model_data_config",
     "num_outputs",
+    "peak_gpu_memory_mb",
     "results_record",
     "run_evaluation",
 ]
@@ -289,6 +290,13 @@ def evaluate(model: nn.Module, loader: DataLoader, accelerator: Accelerator) -> 
     }
 
 
+def peak_gpu_memory_mb(device: torch.device) -> float | None:
+    """The most GPU memory this process's allocator held on ``device`` (what another run could not use); CPU: None."""
+    if device.type != "cuda":
+        return None
+    return round(torch.cuda.max_memory_reserved(device) / 2**20, 1)
+
+
 def library_versions() -> dict[str, str]:
     """The versions a result depends on, recorded in every ``results.json``."""
     from . import __version__
@@ -422,6 +430,7 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
         images_seen=trained.get("images_seen"),
         wall_time_s=time.perf_counter() - start,
     )
+    record["peak_gpu_memory_mb"] = peak_gpu_memory_mb(accelerator.device)
     if accelerator.is_main_process:
         write_json(args.output, record)
         accelerator.print(
