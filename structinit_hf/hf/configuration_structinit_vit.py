@@ -13,7 +13,7 @@ from transformers import PretrainedConfig
 
 from .variants import CIFAR10_MEAN, CIFAR10_STD, TIMM_VARIANTS, check_geometry, to_pair
 
-__all__ = ["ATTENTION_INITS", "POOLINGS", "POSITION_EMBEDDINGS", "TIMM_VARIANTS", "StructInitViTConfig"]
+__all__ = ["ATTENTION_INITS", "POOLINGS", "POSITION_EMBEDDINGS", "StructInitViTConfig"]
 
 ATTENTION_INITS = ("impulse", "mimetic", "default")
 POSITION_EMBEDDINGS = ("sincos", "learn", "none")
