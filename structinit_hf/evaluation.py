@@ -2,7 +2,9 @@
 
 A model source is a timm name (registered by structinit_hf or timm's own), a local checkpoint folder
 (timm's ``config.json`` + ``model.safetensors``, or a transformers checkpoint), ``hf-hub:<repo>`` (timm
-weights on the Hub) or a transformers Hub id.  Scoring gathers predictions across processes with
+weights on the Hub) or a transformers Hub id.  Images are prepared the checkpoint's own way
+(:func:`eval_transform`): a transformers checkpoint's image processor as transformers applies it, timm's
+eval transform of a timm model's data config.  Scoring gathers predictions across processes with
 ``accelerator.gather_for_metrics``, so the counts are exact on any number of processes.
 """
 
