@@ -377,7 +377,7 @@ def _closed_form(
         if null_keys:  # the fit's absolute level is loose: centre each row, so the target scores above 0
             k = k - ones_map.unsqueeze(-1) * (mean_token @ k).unsqueeze(-2)
         hits = _hit_rate(checks, q, k, targets, null_keys)
-        better = hits > best_hits + 1e-9
+        better = (hits > best_hits + 1e-9) & (best_hits < _CHECK_HIT_RATE)  # a head that passed keeps its fit
         if best_q is None:
             best_q, best_k = q.clone(), k.clone()
         best_q[better], best_k[better] = q[better], k[better]
@@ -459,14 +459,15 @@ def _pinv_reference(
     noise = torch.empty(targets.shape, dtype=torch.float64)
     torch.nn.init.trunc_normal_(noise, std=0.6, a=-2.0, b=2.0, generator=_generator(seed))
     logits = peak * targets.double().cpu() + 3.0 * noise * (targets.cpu() == 0)
-    x = xb.double().cpu()
-    u, s, vh = torch.linalg.svd(x, full_matrices=False)  # pinv of rank head_dim: V_r S_r^-1 U_r^T
+    u, s, vh = torch.linalg.svd(xb.double().cpu(), full_matrices=False)
     rank = min(head_dim, s.shape[0])
-    x_pinv = vh[:rank].T @ (u[:, :rank] / s[:rank]).T
-    p, sa, rh = torch.linalg.svd(x_pinv @ logits @ x_pinv.T)
-    root = sa[:, :rank].sqrt().unsqueeze(-2)
-    q = F.pad(p[..., :rank] * root, (0, head_dim - rank))
-    k = F.pad(rh[:, :rank].transpose(-1, -2) * root, (0, head_dim - rank))
+    # the authors factor pinv(X) T pinv(X)^T (D x D) with pinv(X) = V_r S_r^-1 U_r^T; V_r has orthonormal columns, so
+    # the same factors come from the r x r core S_r^-1 U_r^T T U_r S_r^-1, an SVD (D / r)^3 times cheaper
+    u, s, v = u[:, :rank], s[:rank], vh[:rank].T
+    p, sa, rh = torch.linalg.svd(u.T @ logits @ u / (s.unsqueeze(-1) * s))
+    root = sa.sqrt().unsqueeze(-2)
+    q = F.pad(v @ (p * root), (0, head_dim - rank))
+    k = F.pad(v @ (rh.transpose(-1, -2) * root), (0, head_dim - rank))
     q = q / q.flatten(1).norm(dim=1).view(-1, 1, 1)
     k = k / k.flatten(1).norm(dim=1).view(-1, 1, 1)
     return q.to(device=xb.device, dtype=torch.float32), k.to(device=xb.device, dtype=torch.float32)

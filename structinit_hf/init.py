@@ -417,25 +417,24 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
         basis = _content_basis(layout).to(device)
         checks = _content_samples(layout, code, options.seed).to(device)
 
-    def solve(index: int, shifts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return impulse.solve_qk(
-            x,
-            impulse.impulse_targets(grid, shifts),
-            head_dim,
-            options.solver,
-            grid_size=grid,
-            sharpness=options.sharpness,
-            basis=basis,
-            check_inputs=checks,
-            null_keys=len(layout.prefix_tokens) if options.suppress_content else 0,
-            seed=options.seed + index,
-            qk_frobenius=options.qk_frobenius,
-        )
-
-    block_shifts = _block_shifts(layout, options)
-    shared = None if options.per_layer else solve(0, block_shifts[0])
-    for index, (slot, shifts) in enumerate(zip(layout.attentions, block_shifts, strict=True)):
-        slot.write_qk(*(solve(index, shifts) if options.per_layer else shared))
+    # one solve for every block at once (heads are independent): the pseudo input is factored once
+    block_shifts = _block_shifts(layout, options)[: len(layout.attentions) if options.per_layer else 1]
+    q, k = impulse.solve_qk(
+        x,
+        torch.cat([impulse.impulse_targets(grid, shifts) for shifts in block_shifts]),
+        head_dim,
+        options.solver,
+        grid_size=grid,
+        sharpness=options.sharpness,
+        basis=basis,
+        check_inputs=checks,
+        null_keys=len(layout.prefix_tokens) if options.suppress_content else 0,
+        seed=options.seed,
+        qk_frobenius=options.qk_frobenius,
+    )
+    q, k = q.split(num_heads), k.split(num_heads)
+    for index, slot in enumerate(layout.attentions):
+        slot.write_qk(q[index if options.per_layer else 0], k[index if options.per_layer else 0])
     if options.value_init == "mimetic":
         _apply_mimetic_vo(layout, options.seed)
 

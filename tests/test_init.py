@@ -67,14 +67,16 @@ def test_query_key_biases_are_zeroed_and_position_code_written() -> None:
     torch.testing.assert_close(model.pos_embed[0, 1:], 18 * impulse.pseudo_input(8, 64, "learned", 4, normalize=False))
 
 
-def test_impulse_solve_runs_once_unless_per_layer(monkeypatch) -> None:
-    calls = []
+def test_impulse_solve_runs_once_for_all_blocks(monkeypatch) -> None:
+    """Catches a solve per block (12 factorisations of one pseudo input) or a shared solve fitting every block."""
+    heads = []
     real = impulse.solve_qk
-    monkeypatch.setattr(impulse, "solve_qk", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(
+        impulse, "solve_qk", lambda x, targets, *a, **k: heads.append(len(targets)) or real(x, targets, *a, **k)
+    )
     apply_structured_init(tiny_vit(depth=3), "impulse", per_layer=False)
-    assert len(calls) == 1
     apply_structured_init(tiny_vit(depth=3), "impulse", per_layer=True)
-    assert len(calls) == 4
+    assert heads == [2, 6]  # one call each: one block's heads, then every block's
 
 
 def test_mimetic_writes_the_factors_of_each_layer() -> None:

@@ -271,6 +271,20 @@ class StructInitViTConfig(PretrainedConfig):
         """The patch grid (rows, columns)."""
         return check_geometry(self.image_size, self.patch_size, self.hidden_size, self.num_attention_heads)
 
+    @property
+    def trains_position_code(self) -> bool:
+        """Whether the position embedding trains: a learned one does, and so does the learned-style code the
+        default impulse construction (and v2) write into a "sincos" slot; a fixed sin-cos code is frozen.
+        Known once the init has run (it records its options), or when ``impulse_pseudo_input`` is given."""
+        return self.position_embedding == "learn" or (
+            self.attention_init == "impulse" and self.impulse_pseudo_input == "learned"
+        )
+
+    def record_impulse_options(self, options: Any) -> None:
+        """Write the resolved impulse options (a ``structinit_hf.ImpulseOptions``) into the ``impulse_*`` fields."""
+        for option, name in _IMPULSE_FIELDS.items():
+            setattr(self, name, getattr(options, option))
+
     def init_options(self) -> dict[str, Any]:
         """Keyword options of ``structinit_hf.apply_structured_init`` for ``attention_init``."""
         if self.attention_init == "impulse":

@@ -72,7 +72,7 @@ def _build_vit(config: StructInitViTConfig, num_classes: int) -> VisionTransform
             **kwargs,
         )
     if config.position_embedding == "sincos":
-        model.pos_embed.requires_grad_(False)  # the fixed code of the paper, stored as a frozen parameter
+        model.pos_embed.requires_grad_(config.trains_position_code)  # a fixed sin-cos code is a frozen parameter
     return model
 
 
@@ -175,13 +175,14 @@ class StructInitViTPreTrainedModel(PreTrainedModel):
         loaded into it, so ``from_pretrained`` (meta skeleton, then loaded) never runs it.
         """
         super().initialize_weights()
-        if self.config.position_embedding == "sincos":  # transformers' loader does not keep requires_grad
-            self.timm_model.pos_embed.requires_grad_(False)
         loaded = any(getattr(p, "_is_hf_initialized", False) for p in self.timm_model.parameters())
         if not self._built_for_loading and not loaded:
-            _structinit_hf().init.apply_structured_init(
-                self.timm_model, self.config.attention_init, **self.config.init_options()
-            )
+            package, options = _structinit_hf(), self.config.init_options()
+            package.init.apply_structured_init(self.timm_model, self.config.attention_init, **options)
+            if self.config.attention_init == "impulse":  # record what the preset and defaults resolved to
+                self.config.record_impulse_options(package.init.ImpulseOptions(**options))
+        if self.config.position_embedding == "sincos":  # transformers' loader does not keep requires_grad
+            self.timm_model.pos_embed.requires_grad_(self.config.trains_position_code)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
