@@ -17,7 +17,7 @@ from typing import Any
 import datasets
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.utils import parse_flag_from_env, set_seed
+from accelerate.utils import DataLoaderConfiguration, parse_flag_from_env, set_seed
 from timm.data import Mixup
 from timm.loss import SoftTargetCrossEntropy
 from timm.optim import create_optimizer_v2
@@ -218,6 +218,7 @@ def setup_run(args: argparse.Namespace) -> Run:
         mixed_precision=defaults.mixed_precision,
         log_with=None if args.report_to == "none" else args.report_to,
         project_dir=str(output_dir),
+        dataloader_config=DataLoaderConfiguration(non_blocking=defaults.pin_memory),  # copies overlap compute
     )
     micro_batch = _check_args(args, accelerator.num_processes)
     if accelerator.is_main_process:

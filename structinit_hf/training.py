@@ -34,7 +34,14 @@ from .checkpoints import (
     find_checkpoint,
     save_training_state,
 )
-from .evaluation import ClassifierLogits, add_dataset_arguments, add_model_arguments, evaluate, results_record
+from .evaluation import (
+    ClassifierLogits,
+    add_dataset_arguments,
+    add_model_arguments,
+    evaluate,
+    peak_gpu_memory_mb,
+    results_record,
+)
 from .export import save_checkpoint
 from .hf.configuration_structinit_vit import TIMM_VARIANTS
 from .run_setup import Run, setup_run
@@ -245,13 +252,6 @@ def validate(run: Run, loader: Any, desc: str) -> dict[str, float | int]:
     return {**metrics, "images_per_sec": metrics["num_samples"] / seconds, "seconds": seconds}
 
 
-def _peak_gpu_memory_mb(run: Run) -> float | None:
-    """The most GPU memory this process's allocator held (what another run on the GPU could not use)."""
-    if run.accelerator.device.type != "cuda":
-        return None
-    return round(torch.cuda.max_memory_reserved(run.accelerator.device) / 2**20, 1)
-
-
 def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) -> dict[str, Any]:
     """Advance the run state by one epoch; write its ``metrics.jsonl`` line, tracker entry and summary."""
     state = run.state
@@ -268,7 +268,7 @@ def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) 
         "val_images_per_sec": val["images_per_sec"],
         "images_seen": state.images_seen,
         "wall_time_s": round(state.wall_time_s, 3),
-        "peak_gpu_memory_mb": _peak_gpu_memory_mb(run),
+        "peak_gpu_memory_mb": peak_gpu_memory_mb(run.accelerator.device),
     }
     if run.accelerator.is_main_process:
         append_metrics(run.output_dir, record)
@@ -323,7 +323,7 @@ def finish_run(run: Run) -> dict[str, Any]:
         images_seen=state.images_seen,
         wall_time_s=state.wall_time_s,
     )
-    record["peak_gpu_memory_mb"] = _peak_gpu_memory_mb(run)
+    record["peak_gpu_memory_mb"] = peak_gpu_memory_mb(run.accelerator.device)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         trained = run.ema.module if run.ema is not None else accelerator.unwrap_model(run.model)
