@@ -17,7 +17,7 @@ through the training DataLoader after a warm-up epoch.  ``results.json`` holds, 
 ``ratio_to_bare.<mode>`` (median over rounds of script / bare).
 
     python scripts/benchmark_training.py --data ../shared/data/cifar10 --out benchmarks/training        # GPU
-    python scripts/benchmark_training.py --model-kwargs depth=3 --batch-size 32 --out benchmarks/training  # CPU
+    python scripts/benchmark_training.py --model-kwargs depth=3 --batch-size 32 --steps 4 --threads 1 --workers 2  # CPU
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import torch
+from accelerate.state import AcceleratorState, GradientState
 from timm.optim import create_optimizer_v2
 from timm.utils import ParseKwargs
 from torch import nn
@@ -56,6 +57,9 @@ def script_arm(args: argparse.Namespace, mode: str) -> float:
             "--max-eval-samples", str(args.batch_size), "--val-split", "0", "--mixed-precision", precision,
             "--compile" if compiled else "--no-compile",
         ]  # fmt: skip
+        # accelerate keeps one state per process; forget the previous arm's precision (as its own tests do)
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
         train(training_parser().parse_args(argv))
         return json.loads((Path(out) / "metrics.jsonl").read_text().splitlines()[1])["images_per_sec"]
 
@@ -123,8 +127,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", nargs="+", choices=MODES, default=None, help="default: all on GPU, fp32 on CPU")
     parser.add_argument("--workers", type=int, default=None, help="input-pipeline workers (default: train.py's)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     args = parser.parse_args()
 
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)  # on a shared CPU, more threads than free cores stall each other
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     modes = args.modes or (["fp32", "bf16", "bf16_compiled"] if device.type == "cuda" else ["fp32"])
     workers = (
