@@ -4,8 +4,9 @@ A run folder holds ``checkpoints/epoch_XXXX/`` (accelerate's ``save_state`` plus
 which also records the settings the run was started with), ``metrics.jsonl`` (one line per epoch),
 ``final/`` and ``results.json``.  A checkpoint is written into ``checkpoints/.epoch_XXXX.tmp`` and
 renamed into place only when complete, so a SIGKILL at any instant leaves the folder in a state that
-:func:`clean_leftovers` and :func:`resume_point` turn into either "resume from the newest complete checkpoint" or "start
-clean" without a manual step; ``metrics.jsonl`` is cut back to the checkpoint, so no epoch is logged twice.
+:func:`clean_leftovers` and :func:`resume_point` turn into "resume from the newest complete checkpoint" or
+"start clean" without a manual step; ``metrics.jsonl`` is cut back to the checkpoint, so no epoch is logged
+twice.  A resumed run must keep the settings it was started with (:func:`check_same_settings`).
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ __all__ = [
     "RunState",
     "append_metrics",
     "check_same_settings",
+    "clean_leftovers",
     "complete_checkpoints",
     "find_checkpoint",
-    "clean_leftovers",
     "load_training_state",
     "reset_metrics",
     "resume_point",
@@ -104,13 +105,19 @@ def resume_point(output_dir: Path, resume: str | None) -> Path | None:
 
     Without ``--resume`` a folder that already holds a complete checkpoint is refused (its run would be
     overwritten); ``--resume latest`` on a folder with none starts clean, so the same command works
-    before and after a kill at any instant.
+    before and after a kill at any instant.  A finished run whose checkpoints were deleted (its
+    ``results.json`` stays; no kill leaves that) is refused either way rather than trained again.
     """
-    if resume is None:
-        if complete_checkpoints(output_dir):
-            raise UsageError(f"{output_dir} already holds checkpoints; pass --resume latest or another --output-dir")
-        return None
-    return find_checkpoint(output_dir, resume)
+    output_dir = Path(output_dir)
+    if resume is None and complete_checkpoints(output_dir):
+        raise UsageError(f"{output_dir} already holds checkpoints; pass --resume latest or another --output-dir")
+    checkpoint = find_checkpoint(output_dir, resume) if resume is not None else None
+    if checkpoint is None and (output_dir / "results.json").is_file():
+        raise UsageError(
+            f"{output_dir} holds a finished run (results.json) and no checkpoint to resume from; pass another "
+            "--output-dir, or move the old run away to train it again"
+        )
+    return checkpoint
 
 
 def reset_metrics(output_dir: Path, last_epoch: int) -> None:

@@ -233,8 +233,8 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_small, tmp_pa
 
 
 def test_bad_runs_are_refused(cifar10_small, tmp_path) -> None:
-    """Catches an indivisible batch passing, --resume pointing at a non-checkpoint, and a plain rerun silently
-    overwriting a folder that holds a complete checkpoint."""
+    """Catches an indivisible batch passing, --resume pointing at a non-checkpoint, and a rerun silently
+    overwriting a folder that holds a complete checkpoint or a finished run."""
     with pytest.raises(ValueError, match="--batch-size 10 is not divisible by 1 processes x --grad-accum 4"):
         run(tiny_args(cifar10_small, tmp_path / "a", "--batch-size", "10", "--grad-accum", "4"))
     with pytest.raises(ValueError, match="is not a checkpoint folder"):
@@ -243,6 +243,11 @@ def test_bad_runs_are_refused(cifar10_small, tmp_path) -> None:
     (tmp_path / "c" / "checkpoints" / "epoch_0001" / "trainer_state.json").write_text('{"epoch": 1}')
     with pytest.raises(ValueError, match="already holds checkpoints; pass --resume latest"):
         run(tiny_args(cifar10_small, tmp_path / "c"))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "results.json").write_text("{}")  # finished, checkpoints deleted: never retrained silently
+    for resume in ([], ["--resume", "latest"]):
+        with pytest.raises(ValueError, match="holds a finished run"):
+            run(tiny_args(cifar10_small, tmp_path / "d", *resume))
 
 
 def test_model_sources_and_init_settings(tmp_path) -> None:
