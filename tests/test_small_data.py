@@ -297,3 +297,22 @@ def _files(folder: Path) -> list[str]:
 
 def replace_epochs(record: dict, epochs: list[int]) -> dict:
     return {**record, "table_epochs": epochs}
+
+
+def test_gpu_and_proxy_profiles_follow_the_paper_architecture() -> None:
+    """Catches a profile drifting from what issue 11 compares: the paper's patch-2, 12-block ViT-Tiny on full CIFAR-10
+    for 20+ epochs at batch 512 (GPU), and the patch-2 token at 16 px (CPU proxy)."""
+    gpu = PROFILES["cifar10"]
+    assert gpu.architecture == {"img_size": 32, "patch_size": 2, "depth": 12}
+    assert gpu.recipe["epochs"] >= 20 and gpu.recipe["batch_size"] == 512 and gpu.seeds == (0, 1)
+    proxy = PROFILES["cpu-proxy"]
+    assert proxy.architecture["patch_size"] == 2 and proxy.architecture["img_size"] == 16
+    assert proxy.architecture["depth"] == 12 and proxy.datasets["cifar10"].dataset.endswith("cifar10")
+    assert select_arms(["v1"])[0].model_kwargs == {"preset": "v1"}  # v1's 10,000 Adam steps are too slow to build here
+    v2 = select_arms(["v2"])[0]
+    model = timm.create_model(v2.model, **{**v2.model_kwargs, **TINY_ARCHITECTURE, "depth": 1})
+    assert model.structinit_settings["preset"] == "v2"
+    old = select_arms(["impulse5-svd"])[0]
+    tiny_grid5 = {**TINY_ARCHITECTURE, "patch_size": 2, "depth": 1}  # an 8x8 grid fits the 5x5 window
+    settings = timm.create_model(old.model, **{**old.model_kwargs, **tiny_grid5}).structinit_settings
+    assert settings["solver"] == "svd" and settings["kernel_size"] == 5 and settings["suppress_content"]
