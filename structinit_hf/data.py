@@ -377,13 +377,18 @@ def train_dataloader(
     )
 
 
-def eval_dataloader(images: Dataset, batch_size: int, workers: int, pin_memory: bool = False) -> DataLoader:
-    """In-order loader over every row (``gather_for_metrics`` drops the padding of the last batch)."""
+def eval_dataloader(
+    images: Dataset, batch_size: int, workers: int, pin_memory: bool = False, persistent: bool = False
+) -> DataLoader:
+    """In-order loader over every row (``gather_for_metrics`` drops the padding of the last batch).
+
+    ``persistent`` keeps its workers between passes (the per-epoch validation loader).
+    """
     return DataLoader(
         images,
         batch_size=batch_size,
         shuffle=False,
         num_workers=workers,
         pin_memory=pin_memory,
-        persistent_workers=workers > 0,
+        persistent_workers=persistent and workers > 0,
     )

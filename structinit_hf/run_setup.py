@@ -253,10 +253,11 @@ def setup_run(args: argparse.Namespace) -> Run:
         log=accelerator.print,
     )
     eval_batch = args.eval_batch_size or 2 * micro_batch * args.grad_accum
-    loader_options = dict(workers=defaults.workers, pin_memory=defaults.pin_memory)
-    train_loader = train_dataloader(train_images, micro_batch, args.batch_size, args.seed, **loader_options)
-    val_loader = eval_dataloader(val_images, eval_batch, **loader_options)
-    eval_loader = eval_dataloader(eval_images, eval_batch, **loader_options)
+    pin = defaults.pin_memory
+    train_loader = train_dataloader(train_images, micro_batch, args.batch_size, args.seed, defaults.workers, pin)
+    eval_workers = min(defaults.workers, 4)  # no augmentation: a few workers keep up with a no-grad forward
+    val_loader = eval_dataloader(val_images, eval_batch, eval_workers, pin, persistent=True)
+    eval_loader = eval_dataloader(eval_images, eval_batch, eval_workers, pin)
 
     optimizer = create_optimizer_v2(model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay, eps=args.opt_eps)
     model, optimizer, train_loader, val_loader, eval_loader = accelerator.prepare(

@@ -166,7 +166,7 @@ def training_datasets(
         return *images, "pil"
     transforms = (TensorTrainTransform(data_config, **augmentation), TensorEvalTransform(data_config))
     images = [
-        DecodedImages(part.pixels.share_memory_(), torch.tensor(part.split[data.label_column]), transform)
+        DecodedImages(part.pixels, torch.tensor(part.split[data.label_column]), transform)
         for part, transform in zip(parts, (transforms[0], transforms[1], transforms[1]), strict=True)
     ]
     return *images, "tensor"
