@@ -15,22 +15,12 @@ import pytest
 import timm
 import torch
 from PIL import Image
-from safetensors.torch import load_file
+from tiny_runs import REPO, TIMINGS, TINY_MODEL, run, weights
 
 from structinit_hf import run_setup, training
 from structinit_hf.evaluation import evaluation_parser, load_model, run_evaluation
-from structinit_hf.training import find_checkpoint, train, training_parser
+from structinit_hf.training import find_checkpoint, training_parser
 
-REPO = Path(__file__).resolve().parents[1]
-TINY_MODEL = [
-    "--model",
-    "vit_tiny_impulse3",
-    "--model-kwargs",
-    "depth=1",
-    "img_size=16",
-    "patch_size=4",
-    "embed_dim=48",
-]
 METRIC_KEYS = {
     "epoch",
     "step",
@@ -44,7 +34,6 @@ METRIC_KEYS = {
     "val_images_per_sec",
     "peak_gpu_memory_mb",
 }
-TIMINGS = {"images_per_sec", "val_images_per_sec", "wall_time_s"}  # differ between identical runs
 RESULT_KEYS = {
     "model", "model_kwargs", "init", "dataset", "dataset_config", "split", "num_classes", "label_names",
     "top1", "top5", "epochs", "images_seen", "wall_time_s", "args", "versions", "peak_gpu_memory_mb",
@@ -64,14 +53,6 @@ def tiny_args(dataset: Path, output_dir: Path, *extra: str) -> list[str]:
         "--warmup-epochs", "1",
         *extra,
     ]  # fmt: skip
-
-
-def run(argv: list[str]) -> dict:
-    return train(training_parser().parse_args(argv))
-
-
-def weights(folder: Path) -> dict[str, torch.Tensor]:
-    return load_file(folder / "model.safetensors")
 
 
 def test_one_epoch_writes_every_output_and_each_loads(cifar10_small, tmp_path) -> None:
@@ -326,217 +307,3 @@ def test_final_folder_of_a_plain_timm_model_loads_both_ways(tmp_path) -> None:
         )
         hf_model = AutoModelForImageClassification.from_pretrained(tmp_path / "final").eval()
         torch.testing.assert_close(hf_model(pixel_values=pixels).logits, reference)
-
-
-def synthetic_dataset(folder: Path, bad_row: int | None = None) -> Path:
-    """A save_to_disk dataset of 32 train and 8 test random 16 px images in 4 classes (class names recorded)."""
-    generator = torch.Generator().manual_seed(0)
-    features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=list("abcd"))})
-
-    def split(count: int) -> datasets.Dataset:
-        pixels = torch.randint(0, 256, (count, 16, 16, 3), generator=generator, dtype=torch.uint8).numpy()
-        images: list = [Image.fromarray(array) for array in pixels]
-        if bad_row is not None and count == 32:
-            images[bad_row] = {"path": "broken.png", "bytes": b"\x89PNG truncated"}
-        return datasets.Dataset.from_dict({"img": images, "label": [i % 4 for i in range(count)]}, features=features)
-
-    datasets.DatasetDict({"train": split(32), "test": split(8)}).save_to_disk(folder)
-    return folder
-
-
-def synthetic_args(dataset: Path, output_dir: Path, *extra: str) -> list[str]:
-    """Three epochs of 4 steps of 8 images, one checkpoint kept: every kind of folder swap happens."""
-    return [
-        *TINY_MODEL, "--dataset", str(dataset), "--output-dir", str(output_dir), "--val-split", "0",
-        "--batch-size", "8", "--epochs", "3", "--warmup-epochs", "1", "--keep-checkpoints", "1", *extra,
-    ]  # fmt: skip
-
-
-# Run scripts/train.py with one function patched to SIGKILL the process at a precise instant.
-KILLING_TRAIN = """
-import os, runpy, shutil, signal, sys
-from pathlib import Path
-import accelerate
-
-point, calls = os.environ["KILL_AT"], []
-
-def kill_when(owner, name, condition, after=False):
-    real = getattr(owner, name)
-    def patched(*args, **kwargs):
-        hit = condition(*args, **kwargs)
-        if hit and not after:
-            os.kill(os.getpid(), signal.SIGKILL)
-        result = real(*args, **kwargs)
-        if hit:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return result
-    setattr(owner, name, patched)
-
-def nth_call(n):
-    def condition(*args, **kwargs):
-        calls.append(1)
-        return len(calls) == n
-    return condition
-
-if point == "checkpoint-write":  # the model is in the temporary folder, the trainer state not yet
-    kill_when(accelerate.Accelerator, "save_state", nth_call(1), after=True)
-elif point == "checkpoint-delete":  # an old checkpoint renamed away, not yet removed
-    kill_when(shutil, "rmtree", lambda path, *a, **k: ".deleted-" in str(path))
-elif point == "final-swap-in":  # final/ staged, not yet renamed into place
-    kill_when(os, "replace", lambda src, dst: Path(dst).name == "final")
-elif point == "final-swap-aside":  # between the renames: the old final/ moved aside, the new one not yet in
-    kill_when(os, "replace", lambda src, dst: Path(src).name == "final", after=True)
-sys.argv = [os.environ["TRAIN_SCRIPT"], *sys.argv[1:]]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
-def run_killed_at(point: str, argv: list[str]) -> None:
-    env = {
-        **os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(torch.get_num_threads()), "KILL_AT": point,
-        "TRAIN_SCRIPT": str(REPO / "scripts" / "train.py"),
-    }  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", KILLING_TRAIN, *argv], env=env, capture_output=True, timeout=300)
-    assert done.returncode == -signal.SIGKILL, f"{point}: not killed: {done.stderr.decode()[-3000:]}"
-
-
-def test_a_kill_at_any_instant_then_the_same_command_continues_to_the_same_weights(tmp_path) -> None:
-    """Catches a run folder that a SIGKILL leaves unrecoverable (a half-written checkpoint, a half-done swap or
-    deletion of a checkpoint or of final/) or that resumes wrongly: the same command with --resume latest must
-    continue (or start clean) after each kill, reach the uninterrupted run's weights bit for bit, and log
-    each epoch once in metrics.jsonl."""
-    dataset = synthetic_dataset(tmp_path / "data")
-    reference = tmp_path / "reference"
-    run(synthetic_args(dataset, reference))
-
-    out = tmp_path / "killed"
-    command = synthetic_args(dataset, out, "--resume", "latest")
-    run_killed_at("checkpoint-write", command)  # before the first checkpoint: epoch 1 logged, its save half done
-    assert [p.name for p in (out / "checkpoints").iterdir()] == [".epoch_0001.tmp"]
-    assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
-    run_killed_at("checkpoint-delete", command)  # starts clean; killed removing epoch 1 after saving epoch 2
-    assert (out / "checkpoints" / "epoch_0002" / "trainer_state.json").is_file()
-    assert any(p.name.startswith(".epoch_0001.deleted-") for p in (out / "checkpoints").iterdir())
-    run_killed_at("final-swap-in", command)  # resumes at epoch 2; killed putting final/ in place
-    assert not (out / "final").exists() and not (out / "results.json").exists()
-    run(command)
-    run_killed_at("final-swap-aside", command)  # the finished run again: killed with final/ moved aside
-    assert not (out / "final").exists() and (out / ".final.old").exists()
-    record = run(command)
-
-    expected, got = weights(reference / "final"), weights(out / "final")
-    assert expected.keys() == got.keys()
-    for name in expected:
-        assert torch.equal(expected[name], got[name]), name
-    assert record["epochs"] == 3 and record["images_seen"] == 3 * 32
-    per_epoch = [
-        [{k: v for k, v in json.loads(line).items() if k not in TIMINGS} for line in lines]
-        for lines in ((folder / "metrics.jsonl").read_text().splitlines() for folder in (reference, out))
-    ]
-    assert per_epoch[0] == per_epoch[1] and [line["epoch"] for line in per_epoch[1]] == [1, 2, 3]
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0003"]
-    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
-
-
-def test_resume_refuses_changed_settings_and_accepts_harmless_ones(tmp_path) -> None:
-    """Catches a resume that silently runs with another epochs / batch / lr (the schedule no longer fits, and
-    results.json would record flags the run never used), a message that does not name each difference, and a
-    refusal of flags that cannot change the result (workers, logging, evaluation batch, compile)."""
-    dataset = synthetic_dataset(tmp_path / "data")
-    out = tmp_path / "run"
-    run(synthetic_args(dataset, out, "--epochs", "1"))
-    changed = synthetic_args(dataset, out, "--resume", "latest", "--epochs", "3", "--batch-size", "16", "--lr", "0.01")
-    with pytest.raises(ValueError, match="started with") as refused:
-        run(changed)
-    message = str(refused.value)
-    assert (
-        "--batch-size 8 (now 16)" in message and "--epochs 1 (now 3)" in message and "--lr 0.001 (now 0.01)" in message
-    )
-    assert "another --output-dir" in message and "model" not in message.split("started with")[1].split(";")[0]
-    harmless = ("--resume", "latest", "--epochs", "1", "--workers", "1", "--report-to", "tensorboard")
-    record = run(synthetic_args(dataset, out, *harmless, "--eval-batch-size", "3", "--no-compile"))
-    assert record["epochs"] == 1
-
-
-def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys) -> None:
-    """Catches a misspelt model keyword that surfaces as timm's TypeError (no suggestion), a model checked only
-    after the images are read (the corrupt image would be reported instead), a traceback without --debug, and a
-    corrupt image found mid-epoch (after metrics or checkpoints were written) instead of before the first step."""
-    from structinit_hf.cli import run_script
-
-    dataset = synthetic_dataset(tmp_path / "data", bad_row=3)
-    argv = synthetic_args(dataset, tmp_path / "run")
-    argv[argv.index("embed_dim=48")] = "kernal_size=5"
-    capsys.readouterr()
-    assert run_script(training_parser(), train, argv) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "Traceback" not in error
-    assert "'kernal_size'" in error and "did you mean 'kernel_size'" in error
-    with pytest.raises(ValueError, match="kernal_size"):
-        run_script(training_parser(), train, [*argv, "--debug"])
-
-    done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "train.py"), *synthetic_args(dataset, tmp_path / "run")],
-        env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert "row 3 of the train split" in done.stderr and "broken.png" in done.stderr
-    assert not (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "checkpoints").exists()
-
-
-def test_skip_bad_images_trains_without_them_and_says_how_many(tmp_path, capsys) -> None:
-    """Catches --skip-bad-images keeping the unreadable row (the epoch would crash or count it) or dropping it
-    silently."""
-    dataset = synthetic_dataset(tmp_path / "data", bad_row=3)
-    record = run(synthetic_args(dataset, tmp_path / "run", "--epochs", "1", "--skip-bad-images"))
-    assert "skipped 1 unreadable image(s) of the train split" in capsys.readouterr().out
-    assert record["images_seen"] == 24  # 31 readable rows: three whole batches of 8
-
-
-def test_device_defaults_follow_the_device_and_explicit_settings_win(monkeypatch) -> None:
-    """Catches GPU defaults leaking onto CPU (results would change), a CUDA run left at fp32 / no workers / eager,
-    fp16 not chosen where bf16 is unsupported, and a flag or accelerate config overridden by the defaults."""
-    from structinit_hf.run_setup import DeviceDefaults, device_defaults
-
-    args = training_parser().parse_args([])
-    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
-    assert device_defaults(args, cpu, env={}) == DeviceDefaults("no", 0, pin_memory=False, compile=False)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    assert device_defaults(args, cuda, env={}) == DeviceDefaults("bf16", 15, pin_memory=True, compile=True)
-    assert device_defaults(args, cuda, local_processes=4, env={}).workers == 3
-    assert device_defaults(args, cuda, env={"ACCELERATE_MIXED_PRECISION": "fp16"}).mixed_precision == "fp16"
-    assert device_defaults(args, cuda, env={"ACCELERATE_MIXED_PRECISION": "no"}).mixed_precision == "bf16"
-    assert not device_defaults(args, cuda, env={"ACCELERATE_DYNAMO_BACKEND": "INDUCTOR"}).compile
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
-    assert device_defaults(args, cuda, env={}).mixed_precision == "fp16"
-    explicit = training_parser().parse_args(["--mixed-precision", "no", "--workers", "2", "--no-compile"])
-    assert device_defaults(explicit, cuda, env={"ACCELERATE_MIXED_PRECISION": "bf16"}) == DeviceDefaults(
-        "no", 2, pin_memory=True, compile=False
-    )
-    assert device_defaults(training_parser().parse_args(["--compile"]), cpu, env={}).compile
-
-
-def test_a_failing_compile_warns_once_and_trains_eagerly(tmp_path, monkeypatch, capsys) -> None:
-    """Catches a compiler failure that kills the run, warns more than once, or leaves a half step behind (the
-    weights would then differ from an eager run's)."""
-    dataset = synthetic_dataset(tmp_path / "data")
-    run(synthetic_args(dataset, tmp_path / "eager", "--epochs", "1", "--no-compile"))
-    compiled = []
-
-    def failing_compile(model):
-        def forward(*args, **kwargs):
-            raise RuntimeError("inductor: no working C++ compiler\nmore detail")
-
-        compiled.append(model)
-        return forward
-
-    monkeypatch.setattr(torch, "compile", failing_compile)
-    capsys.readouterr()
-    run(synthetic_args(dataset, tmp_path / "fallback", "--epochs", "1", "--compile"))
-    out = capsys.readouterr().out
-    assert len(compiled) == 1 and out.count("warning: torch.compile failed") == 1
-    assert "RuntimeError: inductor: no working C++ compiler); training without compilation" in out
-    eager, fallback = weights(tmp_path / "eager" / "final"), weights(tmp_path / "fallback" / "final")
-    for name in eager:
-        assert torch.equal(eager[name], fallback[name]), name
