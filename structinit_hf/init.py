@@ -22,6 +22,7 @@ from .mimetic import mimetic_qk, mimetic_vo
 __all__ = [
     "INIT_METHODS",
     "PRESETS",
+    "PINV_DEFAULTS",
     "PROJECT_DEFAULTS",
     "SVD_DEFAULTS",
     "ImpulseOptions",
@@ -34,25 +35,8 @@ INIT_METHODS = ("impulse", "mimetic", "default")
 VALUE_INITS = ("default", "mimetic")  # what impulse init does to the value/output projections
 
 
-# This project's own construction ("structinit"). The defaults follow the patch-2 diagnosis (issue 11, README):
-# the closed form on a learned-style position code x18, per-head Q/K at Frobenius norm 7 and mimetic value/output
-# (v2's scale: attention starts soft, near mimetic's), random shifts drawn per block from the k x k window.
-PROJECT_DEFAULTS: dict[str, Any] = dict(
-    kernel_size=3,
-    seed=0,
-    pseudo_input="learned",
-    sharpness=0.7,
-    solver="pinv",
-    per_layer=True,
-    suppress_content=False,
-    patch_embed_scale=1.0,
-    value_init="mimetic",
-    shift_order="random",
-    qk_frobenius=7.0,
-    position_scale=18.0,
-)
-# The first releases' defaults (0.1): this project's "svd" closed form on the sin-cos code, content suppressed,
-# sharpness 0.7. They trained far worse than timm's default init at the paper's architecture (README, issue 11).
+# The 0.1 release's defaults: this project's "svd" closed form on the sin-cos code, content suppressed, sharpness 0.7.
+# On one GPU run at the paper's architecture they trained far worse than timm's default init (README, issue 11).
 SVD_DEFAULTS: dict[str, Any] = dict(
     pseudo_input="sincos",
     sharpness=0.7,
@@ -65,6 +49,22 @@ SVD_DEFAULTS: dict[str, Any] = dict(
     qk_frobenius=0.0,
     position_scale=1.0,
 )
+# v2's closed form and scale with the paper's random shifts: a learned-style code x18, Q/K at Frobenius norm 7 per head,
+# mimetic value/output. Attention starts soft, at mimetic's scale (README: init health).
+PINV_DEFAULTS: dict[str, Any] = dict(
+    pseudo_input="learned",
+    sharpness=0.7,
+    solver="pinv",
+    per_layer=True,
+    suppress_content=False,
+    patch_embed_scale=1.0,
+    value_init="mimetic",
+    shift_order="random",
+    qk_frobenius=7.0,
+    position_scale=18.0,
+)
+# This project's own construction ("structinit"): see the README for how the defaults were chosen.
+PROJECT_DEFAULTS: dict[str, Any] = dict(kernel_size=3, seed=0, **PINV_DEFAULTS)
 # What each preset fixes; the options it leaves out take PROJECT_DEFAULTS.  ``sharpness=None``: not used.
 PRESETS: dict[str, dict[str, Any]] = {
     "structinit": {},

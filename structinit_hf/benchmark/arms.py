@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..init import SVD_DEFAULTS
+from ..init import PINV_DEFAULTS, SVD_DEFAULTS
 
 __all__ = [
     "ABLATION_ARMS",
@@ -158,10 +158,17 @@ DIAGNOSIS_ARMS: dict[str, Arm] = {
             {**SVD_DEFAULTS, "suppress_content": False},
         ),
         Arm(
+            "impulse3-pinv",
+            "impulse 3x3, v2's closed form and scale with random shifts (pinv, learned-style code x18, Q/K norm 7, "
+            "mimetic V/O)",
+            "vit_tiny_impulse3",
+            dict(PINV_DEFAULTS),
+        ),
+        Arm(
             "impulse3-pinv-sincos",
             "today's defaults solved on the sin-cos code instead of a learned-style one",
             "vit_tiny_impulse3",
-            {"pseudo_input": "sincos"},
+            {**PINV_DEFAULTS, "pseudo_input": "sincos"},
         ),
     )
 }
