@@ -115,7 +115,7 @@ def test_runs_of_one_seed_differ_only_in_the_model() -> None:
     assert paper_argv[paper_argv.index("--epochs") + 1] == "200"
 
 
-def test_tiny_benchmark_trains_resumes_and_reports(cifar10_small, tmp_path, monkeypatch) -> None:
+def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_small, tmp_path, monkeypatch) -> None:
     """Two arms, one epoch, two runs at a time: results.json/md and curves.png, a publishable best run, resuming."""
     runs, out = tmp_path / "runs", tmp_path / "out"
     profile = tiny_profile(cifar10_small)
@@ -208,29 +208,22 @@ def test_a_finished_run_with_other_arguments_is_refused(tmp_path, monkeypatch) -
     benchmark_runs.check_finished_runs([(argv, run, pinned)])
 
 
-def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, monkeypatch) -> None:
+def test_every_run_is_started_with_resume_latest(tmp_path, monkeypatch) -> None:
+    """Catches the benchmark deleting a cut run's files itself or starting it without --resume latest (train.py owns
+    recovery: it resumes from the newest complete checkpoint or starts clean), or a finished run keeping them."""
     calls = []
 
     class Finished:
         returncode = 0
 
-    def fake_run(command, **kwargs):
-        calls.append(command)
-        return Finished()
-
-    monkeypatch.setattr(benchmark_runs.subprocess, "run", fake_run)
-    fresh, cut = tmp_path / "fresh", tmp_path / "cut"
-    (fresh / "checkpoints" / ".epoch_0001.tmp").mkdir(parents=True)  # killed while writing its first checkpoint
-    (fresh / "metrics.jsonl").write_text('{"epoch": 1}\n')
-    (cut / "checkpoints" / "epoch_0003").mkdir(parents=True)
-    (cut / "checkpoints" / "epoch_0003" / "trainer_state.json").write_text("{}")
-    (cut / "metrics.jsonl").write_text('{"epoch": 3}\n')
-    benchmark_runs._train_one(["--seed", "0"], fresh, threads=1)
+    monkeypatch.setattr(benchmark_runs.subprocess, "run", lambda command, **kwargs: calls.append(command) or Finished())
+    cut = tmp_path / "cut"
+    (cut / "checkpoints" / ".epoch_0001.tmp").mkdir(parents=True)  # killed while writing a checkpoint
+    (cut / "metrics.jsonl").write_text('{"epoch": 1}\n')
     benchmark_runs._train_one(["--seed", "0"], cut, threads=1)
-    assert calls[0][-2:] == ["--seed", "0"]
-    assert not (fresh / "metrics.jsonl").exists() and not (fresh / "checkpoints").exists()
-    assert calls[1][-2:] == ["--resume", "latest"]
-    assert (cut / "metrics.jsonl").exists()  # train.py trims it to the checkpoint's epoch itself
+    assert calls[0][-4:] == ["--seed", "0", "--resume", "latest"]
+    assert (cut / "metrics.jsonl").exists()  # left to train.py, which trims it to its checkpoint
+    assert not (cut / "checkpoints").exists()  # finished: final/ holds the model
     assert "$ python scripts/train.py --seed 0 --resume latest" in (cut / "train.log").read_text()
 
 

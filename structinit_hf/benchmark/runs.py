@@ -22,7 +22,6 @@ from typing import Any
 from ..atomic import write_json
 from ..init import ImpulseOptions
 from ..timm_models import IMPULSE_KWARGS
-from ..training import TRAINER_STATE
 from .arms import Arm, BenchmarkDataset, Profile, arm_model_kwargs
 
 RUN_RESULTS = "results.json"
@@ -102,14 +101,10 @@ def check_finished_runs(planned: Iterable[tuple[list[str], Path, dict[str, Any]]
 def _train_one(argv: list[str], run_dir: Path, threads: int) -> tuple[int, float]:
     """Train one run in a subprocess (its own memory, its own thread count); log to ``run_dir/train.log``.
 
-    A run cut short resumes from its newest complete checkpoint; one cut short before its first
-    checkpoint starts over, without what it left (a partial ``checkpoints/``, a logged first epoch).
+    Always ``--resume latest``: train.py continues a run cut short from its newest complete checkpoint, or starts
+    clean when there is none (whatever a kill left behind), so the benchmark keeps no recovery logic of its own.
     """
-    if any((run_dir / "checkpoints").glob(f"epoch_*/{TRAINER_STATE}")):
-        argv = [*argv, "--resume", "latest"]
-    else:
-        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
-        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+    argv = [*argv, "--resume", "latest"]
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     start = time.perf_counter()
