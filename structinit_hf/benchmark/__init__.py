@@ -10,16 +10,7 @@ resumes where it stopped: finished runs are kept, a run cut short resumes from i
 Modules: :mod:`.arms` (arms and profiles), :mod:`.runs` (training the runs), :mod:`.report`
 (tables, curves, release cards); this one ties them together and is ``scripts/benchmark_small_data.py``.
 
-Profiles:
-
-* ``cpu``: the 4,660 / 932 real CIFAR-10 images of ``../shared/data/cifar10-small``, ViT-Tiny width
-  (dim 192, 3 heads) at 32 px with patch 4 (8 x 8 tokens), 6 blocks, 8 epochs, batch 64, 1 warm-up
-  epoch, two runs at a time with one thread each. Sizing, timed with ``scripts/train.py`` on the
-  shared 2-core CPU while other jobs ran: ~53 training images/s per single-thread run (40 assumed to
-  be safe; ConViT ~20 % slower), ~10 s start-up and ~25 s of evaluation per run. At 40 images/s the
-  6 arms x 2 seeds take about 90 minutes (12 runs, two in parallel); at the measured rate about 70.
-* ``paper``: the paper's setting (ViT-Tiny, patch 2, 12 blocks, 200 epochs, batch 512 and the rest of
-  ``train.py``'s default recipe) on CIFAR-10, CIFAR-100 or SVHN from the Hub: for GPUs, not run here.
+The profiles (data, size, recipe) are described in :mod:`.arms`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Profiles:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..init import PINV_DEFAULTS, SVD_DEFAULTS
@@ -252,28 +252,6 @@ PROFILES: dict[str, Profile] = {
         "AdamW lr 1e-3 wd 0.05, 1 warm-up epoch, square crops of 64-100% of the area + flip, no RandAugment, label "
         "smoothing 0.1, clip 3. Two runs at a time, one thread each: about 25 minutes a run on the shared 2-core CPU.",
     ),
-    "cpu-proxy-short": Profile(
-        name="cpu-proxy-short",
-        datasets={"cifar10": BenchmarkDataset("../shared/data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
-        architecture={"img_size": 16, "patch_size": 2, "depth": 12, "embed_dim": 48, "num_heads": 3},
-        recipe={
-            "epochs": 6,
-            "batch_size": 256,
-            "warmup_epochs": 1,
-            "weight_decay": 0.05,
-            "aa": "none",
-            "scale": (0.35, 1.0),
-            "max_train_samples": 20_000,
-            "val_split": 0.02,
-            "keep_checkpoints": 1,
-        },
-        seeds=(0, 1),
-        table_epochs=(2, 4),
-        jobs=2,
-        notes="cpu-proxy cut to 6 epochs of 20,000 images (468 steps) with random-resized crops (area 35-100%): "
-        "about 13 minutes a run. It does not rank the inits as the GPU does (README): timm's default init has barely "
-        "left its uniform start by the end, so every structured init looks good. Kept as the record of that finding.",
-    ),
     "cifar10": Profile(
         name="cifar10",
         datasets={"cifar10": BenchmarkDataset("data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
@@ -305,6 +283,18 @@ PROFILES: dict[str, Profile] = {
         "clip 3; one run at a time on the full dataset from the Hub.",
     ),
 }
+PROFILES["cpu-proxy-short"] = replace(
+    PROFILES["cpu-proxy"],
+    name="cpu-proxy-short",
+    recipe={  # random-resized crops of any aspect (train.py's default ratio)
+        **{flag: value for flag, value in PROFILES["cpu-proxy"].recipe.items() if flag != "ratio"},
+        **{"epochs": 6, "max_train_samples": 20_000, "scale": (0.35, 1.0)},
+    },
+    table_epochs=(2, 4),
+    notes="cpu-proxy cut to 6 epochs of 20,000 images (468 steps) with random-resized crops (area 35-100%): "
+    "about 13 minutes a run. It does not rank the inits as the GPU does (README): timm's default init has barely "
+    "left its uniform start by the end, so every structured init looks good. Kept as the record of that finding.",
+)
 
 CONVIT_GPSA_SHARE = 10 / 12  # ConViT-Tiny: 10 of its 12 blocks are GPSA; kept when the depth changes
 
