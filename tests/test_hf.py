@@ -124,7 +124,7 @@ def test_solver_runs_on_construction_only_and_loading_keeps_weights(tmp_path: Pa
     config = StructInitViTConfig(**TINY, impulse_kernel_size=5, impulse_per_layer=True)
     model = AutoModelForImageClassification.from_config(config).eval()
     assert len(solver_calls) == 1  # one solve for every block
-    assert config.impulse_solver == "pinv" and config.impulse_qk_frobenius == 7.0  # the resolved options, recorded
+    assert config.impulse_solver == "svd" and config.impulse_qk_frobenius == 0.0  # the resolved options, recorded
     StructInitViTForImageClassification(config)
     assert len(solver_calls) == 2
     model.save_pretrained(tmp_path)
@@ -136,7 +136,7 @@ def test_solver_runs_on_construction_only_and_loading_keeps_weights(tmp_path: Pa
     pixels = torch.randn(3, 3, 16, 16)
     with torch.no_grad():
         assert torch.equal(model(pixels).logits, loaded(pixels).logits)
-    assert loaded.timm_model.pos_embed.requires_grad  # the default construction's learned-style code trains
+    assert not loaded.timm_model.pos_embed.requires_grad  # the fixed sin-cos code stays frozen after loading
     encoder = AutoModel.from_pretrained(tmp_path)  # the classifier's weights serve the encoder too
     assert solver_calls == [] and type(encoder) is StructInitViTModel
     assert torch.equal(encoder.timm_model.blocks[0].attn.qkv.weight, model.timm_model.blocks[0].attn.qkv.weight)
@@ -359,3 +359,15 @@ def test_new_head_on_loaded_weights_gets_timm_init_not_the_solver(tmp_path: Path
     assert torch.equal(relabelled.timm_model.blocks[1].attn.qkv.weight, model.timm_model.blocks[1].attn.qkv.weight)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "structinit_vit" and config["num_classes"] == 4
+
+
+def test_a_learned_style_position_code_trains_and_stays_trainable_after_loading(tmp_path: Path):
+    """Catches the transformers route freezing the code the pinv construction writes (the timm route trains it), or a
+    reload that forgets it: the config records the resolved options, and requires_grad follows them."""
+    pinv = {f"impulse_{name}": value for name, value in init.PINV_DEFAULTS.items()}
+    model = AutoModelForImageClassification.from_config(StructInitViTConfig(**TINY, **pinv))
+    assert model.timm_model.pos_embed.requires_grad
+    model.save_pretrained(tmp_path)
+    assert AutoModelForImageClassification.from_pretrained(tmp_path).timm_model.pos_embed.requires_grad
+    v2 = AutoModelForImageClassification.from_config(StructInitViTConfig(**TINY, impulse_preset="v2"))
+    assert v2.config.impulse_pseudo_input == "learned" and v2.timm_model.pos_embed.requires_grad  # resolved, recorded
