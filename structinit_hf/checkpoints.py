@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import safetensors
 import safetensors.torch
+import torch
 from accelerate import Accelerator
 from timm.utils import ModelEmaV3
 
@@ -209,8 +211,39 @@ def save_training_state(
     return target
 
 
-def load_training_state(accelerator: Accelerator, checkpoint: Path, ema: ModelEmaV3 | None) -> RunState:
+def _check_same_parameters(model: torch.nn.Module, checkpoint: Path) -> None:
+    """Refuse a checkpoint whose weights do not fit ``model`` (the code that builds it changed since the run began)."""
+    saved_file = checkpoint / "model.safetensors"
+    if not saved_file.is_file():  # sharded or another format: accelerate's own checks apply
+        return
+    with safetensors.safe_open(str(saved_file), framework="pt") as saved:
+        saved_shapes = {name: tuple(saved.get_slice(name).get_shape()) for name in saved.keys()}  # noqa: SIM118
+    state = model.state_dict()
+    shapes = {name: tuple(tensor.shape) for name, tensor in state.items()}
+    saved_storages = {state[name].untyped_storage().data_ptr() for name in saved_shapes.keys() & state.keys()}
+    tied = {
+        name
+        for name in state.keys() - saved_shapes.keys()
+        if state[name].untyped_storage().data_ptr() in saved_storages
+    }
+    differences = sorted(
+        f"{name} {saved_shapes.get(name, 'absent')} -> {shapes.get(name, 'absent')}"
+        for name in (saved_shapes.keys() | shapes.keys()) - tied  # a tied weight is saved once
+        if saved_shapes.get(name) != shapes.get(name)
+    )
+    if differences:
+        raise UsageError(
+            f"cannot resume {checkpoint}: its weights do not fit the model built now ({len(differences)} parameters "
+            f"differ, e.g. {'; '.join(differences[:3])}); the model code changed since the run started: resume with "
+            "that version, or pass another --output-dir to start a new run"
+        )
+
+
+def load_training_state(
+    accelerator: Accelerator, checkpoint: Path, ema: ModelEmaV3 | None, model: torch.nn.Module
+) -> RunState:
     """Restore model, optimizer, RNG states and EMA weights from ``checkpoint``; return where the run was."""
+    _check_same_parameters(accelerator.unwrap_model(model), checkpoint)
     accelerator.load_state(str(checkpoint))
     if ema is not None:
         if not (checkpoint / EMA_WEIGHTS).is_file():

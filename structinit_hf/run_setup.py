@@ -275,7 +275,7 @@ def setup_run(args: argparse.Namespace) -> Run:
 
     state = RunState()
     if checkpoint is not None:
-        state = load_training_state(accelerator, checkpoint, ema)
+        state = load_training_state(accelerator, checkpoint, ema, model)
         accelerator.print(f"resumed from {checkpoint} (epoch {state.epoch}, step {state.step})")
     if accelerator.is_main_process:
         output_dir.mkdir(parents=True, exist_ok=True)

@@ -116,3 +116,21 @@ def test_resume_refuses_changed_settings_and_accepts_harmless_ones(tmp_path) -> 
     harmless = ("--resume", "latest", "--epochs", "1", "--workers", "1", "--report-to", "tensorboard")
     record = run(synthetic_args(dataset, out, *harmless, "--eval-batch-size", "3", "--no-compile"))
     assert record["epochs"] == 1
+
+
+def test_resume_refuses_a_checkpoint_whose_weights_do_not_fit_the_model(tmp_path, monkeypatch) -> None:
+    """Catches a resume after the model code changed (same flags, other parameters) failing inside the optimizer
+    load with torch's 'parameter group doesn't match' instead of a message naming the parameters and what to do."""
+    from structinit_hf import run_setup
+
+    dataset = synthetic_dataset(tmp_path / "data")
+    out = tmp_path / "run"
+    run(synthetic_args(dataset, out, "--epochs", "1"))
+    real = run_setup.load_model
+
+    def wider(*args, model_kwargs=None, **kwargs):  # what a change to the model code looks like to a resume
+        return real(*args, model_kwargs={**model_kwargs, "mlp_ratio": 2.0}, **kwargs)
+
+    monkeypatch.setattr(run_setup, "load_model", wider)
+    with pytest.raises(ValueError, match=r"do not fit the model built now .*mlp\.fc1\.bias \(192,\) -> \(96,\)"):
+        run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))
