@@ -337,7 +337,7 @@ def solve_qk(
 def _logits(x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, null_keys: int) -> torch.Tensor:
     """``X Q K^T X^T`` per head, with ``null_keys`` zero-logit columns appended."""
     logits = (x @ q) @ (x @ k).transpose(1, 2)
-    return F.pad(logits, (0, null_keys))
+    return F.pad(logits, (0, null_keys)) if null_keys else logits
 
 
 def _hit_rate(
@@ -347,7 +347,7 @@ def _hit_rate(
     valid = targets.sum(-1) > 0
     hits = torch.zeros(q.shape[0], dtype=torch.float64, device=q.device)
     for xc in checks:
-        fit = _logits(xc.double(), q, k, null_keys)
+        fit = _logits(xc, q, k, null_keys)  # float32: an argmax, checked against a share of rows
         hits += ((fit.argmax(-1) == targets.argmax(-1)) & valid).sum(-1) / valid.sum(-1).clamp_min(1)
     return hits / len(checks)
 
@@ -376,8 +376,12 @@ def _closed_form(
         k = F.pad(v @ (r * flip / s.unsqueeze(-1)) * root, (0, head_dim - rank))
         if null_keys:  # the fit's absolute level is loose: centre each row, so the target scores above 0
             k = k - ones_map.unsqueeze(-1) * (mean_token @ k).unsqueeze(-2)
-        hits = _hit_rate(checks, q, k, targets, null_keys)
-        better = (hits > best_hits + 1e-9) & (best_hits < _CHECK_HIT_RATE)  # a head that passed keeps its fit
+        open_heads = best_hits < _CHECK_HIT_RATE  # a head that passed keeps its fit: only the others are checked
+        hits = best_hits.clone()
+        hits[open_heads] = _hit_rate(
+            checks, q[open_heads].float(), k[open_heads].float(), targets[open_heads], null_keys
+        )
+        better = (hits > best_hits + 1e-9) & open_heads
         if best_q is None:
             best_q, best_k = q.clone(), k.clone()
         best_q[better], best_k[better] = q[better], k[better]
@@ -387,24 +391,19 @@ def _closed_form(
     return best_q.float(), best_k.float()
 
 
-def _target_mass(
-    xb: torch.Tensor, targets: torch.Tensor, q: torch.Tensor, k: torch.Tensor, null_keys: int = 0
-) -> torch.Tensor:
-    """Mean attention mass on the target per head (valid rows only)."""
-    maps = torch.softmax(_logits(xb, q, k, null_keys) * q.shape[-1] ** -0.5, dim=-1)[..., : targets.shape[-1]]
-    return (maps * targets).sum((-1, -2)) / targets.sum((-1, -2)).clamp_min(1)
-
-
 def _set_sharpness(
     xb: torch.Tensor, targets: torch.Tensor, q: torch.Tensor, k: torch.Tensor, sharpness: float, null_keys: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scale each head's logits (by bisection in log space) until its target mass is ``sharpness``."""
+    """Scale each head's logits (by bisection in log space) until its mean attention mass on the target (valid rows)
+    is ``sharpness``. Scaling Q and K by ``sqrt(c)`` scales the logits by ``c``, so they are computed once."""
+    logits = _logits(xb, q, k, null_keys) * q.shape[-1] ** -0.5
+    rows = targets.sum((-1, -2)).clamp_min(1)
     lo = torch.full((q.shape[0],), -12.0, device=q.device)
     hi = torch.full((q.shape[0],), 12.0, device=q.device)
     for _ in range(40):
         mid = (lo + hi) / 2
-        root = mid.exp().sqrt().view(-1, 1, 1)
-        below = _target_mass(xb, targets, q * root, k * root, null_keys) < sharpness
+        maps = torch.softmax(logits * mid.exp().view(-1, 1, 1), dim=-1)[..., : targets.shape[-1]]
+        below = (maps * targets).sum((-1, -2)) / rows < sharpness
         lo = torch.where(below, mid, lo)
         hi = torch.where(below, hi, mid)
     root = ((lo + hi) / 2).exp().sqrt().view(-1, 1, 1)
