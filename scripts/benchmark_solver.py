@@ -115,6 +115,7 @@ def to_markdown(result: dict) -> str:
     metrics = (
         ("q_norm", "spectral norm of W_q", "{:.2f}"),
         ("entropy_ratio", "attention entropy / uniform", "{:.2f}"),
+        ("bf16_shift", "mean total-variation shift of an attention row under bf16 autocast", "{:.3f}"),
         ("hit_rate", "rows peaking on the impulse target", "{:.2f}"),
     )
     for key, what, fmt in metrics:

@@ -1,8 +1,9 @@
 """How a freshly initialized ViT's attention looks on real images: the init-health report.
 
 Per block: the spectral norm of the query and key projections (how much a small change of the token
-representation moves the logits), the mean attention entropy on real images (``log N`` is uniform) and,
-for impulse inits, the share of patch-token rows whose attention peaks on the impulse target.
+representation moves the logits), the mean attention entropy on real images (``log N`` is uniform), how far
+bf16 autocast moves the attention rows (the GPU recipe trains in bf16) and, for impulse inits, the share of
+patch-token rows whose attention peaks on the impulse target.
 """
 
 from __future__ import annotations
@@ -37,17 +38,22 @@ def init_health(
     model: nn.Module, images: torch.Tensor, block_targets: list[torch.Tensor] | None = None
 ) -> list[dict[str, Any]]:
     """One row per block: ``q_norm``, ``k_norm``, ``entropy`` (nats, mean over images, heads and patch rows),
-    ``entropy_ratio`` (to uniform attention over the patch tokens) and, given ``block_targets`` (heads x N x N per
-    block, as :func:`~structinit_hf.init.impulse_block_targets` returns), ``hit_rate`` and ``target_mass``."""
+    ``entropy_ratio`` (to uniform attention over the patch tokens), ``bf16_shift`` (mean total-variation distance
+    between a row computed in fp32 and under bf16 autocast) and, given ``block_targets`` (heads x N x N per block,
+    as :func:`~structinit_hf.init.impulse_block_targets` returns), ``hit_rate`` and ``target_mass``."""
     prefix = getattr(model, "num_prefix_tokens", 0)
     maps = [m[..., prefix:, prefix:] for m in timm_attention_maps(model.eval(), images)]
+    with torch.autocast(images.device.type, dtype=torch.bfloat16):
+        low = [m[..., prefix:, prefix:].float() for m in timm_attention_maps(model, images)]
     uniform = math.log(maps[0].shape[-1])
     rows = []
-    for index, ((q_norm, k_norm), attention) in enumerate(zip(qk_spectral_norms(model), maps, strict=True)):
+    for index, ((q_norm, k_norm), attention, bf16) in enumerate(zip(qk_spectral_norms(model), maps, low, strict=True)):
+        shift = 0.5 * (attention - bf16).abs().sum(-1).mean().item()
         # renormalised over patch keys, so a prefix token's share does not count as spread
         attention = attention / attention.sum(-1, keepdim=True)
         entropy = -(attention * attention.clamp_min(1e-30).log()).sum(-1).mean().item()
         row = dict(block=index + 1, q_norm=q_norm, k_norm=k_norm, entropy=entropy, entropy_ratio=entropy / uniform)
+        row["bf16_shift"] = shift
         if block_targets is not None:
             row.update(target_fidelity(attention, block_targets[index].to(attention.device)))
         rows.append(row)
