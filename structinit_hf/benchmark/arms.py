@@ -63,8 +63,6 @@ ARMS: dict[str, Arm] = {
         Arm("mimetic", "mimetic", "vit_tiny_mimetic", {}, "mimetic"),
         Arm("impulse3", "impulse 3x3", "vit_tiny_impulse3", {}, "impulse3"),
         Arm("impulse5", "impulse 5x5", "vit_tiny_impulse5", {}, "impulse5"),
-        Arm("impulse3-svd", "impulse 3x3, the 0.1 defaults (svd)", "vit_tiny_impulse3", dict(SVD_DEFAULTS)),
-        Arm("impulse5-svd", "impulse 5x5, the 0.1 defaults (svd)", "vit_tiny_impulse5", dict(SVD_DEFAULTS)),
         Arm("v1", "impulse 3x3, the authors' v1 (Adam, arXiv 2404.01139)", "vit_tiny_impulse3", {"preset": "v1"}),
         Arm("v2", "impulse 3x3, the authors' v2 (NeurIPS 2025)", "vit_tiny_impulse3", {"preset": "v2"}),
         Arm("convit", "ConViT-Tiny (GPSA, architectural peer)", "convit_tiny_patch2_32", {}, None),
@@ -139,6 +137,13 @@ ABLATION_ARMS: dict[str, Arm] = {
 DIAGNOSIS_ARMS: dict[str, Arm] = {
     arm.name: arm
     for arm in (
+        # today's defaults spelled out, so these runs keep their meaning if the defaults move
+        Arm(
+            "impulse3-svd", "impulse 3x3, the svd construction (0.1 defaults)", "vit_tiny_impulse3", dict(SVD_DEFAULTS)
+        ),
+        Arm(
+            "impulse5-svd", "impulse 5x5, the svd construction (0.1 defaults)", "vit_tiny_impulse5", dict(SVD_DEFAULTS)
+        ),
         Arm(
             "impulse3-svd-qkfro7",
             "0.1 defaults, Q/K at Frobenius norm 7 per head (v2's scale)",
