@@ -10,10 +10,8 @@ import shlex
 import sys
 
 from structinit_hf.benchmark import benchmark_parser, main
+from structinit_hf.cli import run_script
 
 if __name__ == "__main__":
     command = shlex.join(["python", "scripts/benchmark_small_data.py", *sys.argv[1:]])
-    try:
-        main(benchmark_parser().parse_args(), command)
-    except (RuntimeError, ValueError) as error:
-        sys.exit(f"error: {error}")
+    sys.exit(run_script(benchmark_parser(), lambda args: main(args, command) and None))

@@ -18,6 +18,7 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import torch
 import structinit_hf
 from structinit_hf import impulse
 from structinit_hf.benchmark import ALL_ARMS
+from structinit_hf.cli import UsageError, run_script
 from structinit_hf.init import impulse_block_targets
 from structinit_hf.init_health import init_health
 
@@ -127,7 +129,7 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def solver_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data/cifar10-small"))
     parser.add_argument("--num-images", type=int, default=64)
@@ -135,7 +137,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="folder for results.json and results.md")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 keeps timings steady on a busy CPU)")
-    args = parser.parse_args()
+    return parser
+
+
+def run(args: argparse.Namespace) -> None:
+    if not args.data.is_dir():
+        raise UsageError(f"--data {str(args.data)!r} is not a dataset folder; pass a local copy of CIFAR-10")
     torch.set_num_threads(args.threads)
     result = {
         "command": "python scripts/benchmark_solver.py "
@@ -164,4 +171,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(solver_parser(), run))

@@ -15,7 +15,7 @@ if ! python3 -c "import datasets" 2>/dev/null; then
 fi
 export PYTHONPATH=/tmp/site:${PYTHONPATH:-} HF_HUB_OFFLINE=1
 python3 -m pip install -q --no-deps -e . >/dev/null
-BENCH="python3 scripts/benchmark_small_data.py --profile cifar10 --data-path data/cifar10"
+BENCH="python3 scripts/benchmark_small_data.py --profile cifar10 --data-path ./data/cifar10"
 # two seeds of the six arms, then Kaiming and ConViT (7x slower) once, then the pinv candidate if time is left
 if ! pgrep -f "profile cifar10" >/dev/null; then
     setsid nohup bash -c "$BENCH --arms default mimetic impulse3 impulse5 v1 v2 --out-dir $OUT/results \

@@ -229,7 +229,7 @@ def test_every_run_is_started_with_resume_latest(tmp_path, monkeypatch) -> None:
 
 def test_failed_runs_are_reported_with_their_logs(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(small_data, "_train_one", lambda argv, run_dir, threads: (1, 0.5))
-    with pytest.raises(RuntimeError, match=r"2 run\(s\) failed: default seed 0 .*default-seed0/train.log"):
+    with pytest.raises(ChildProcessError, match=r"2 run\(s\) failed: default seed 0 .*default-seed0/train.log"):
         run_benchmark(tiny_profile(), arms=["default"], seeds=[0, 1], runs_dir=tmp_path, out_dir=tmp_path / "out")
     with pytest.raises(ValueError, match="no dataset 'svhn'"):
         run_benchmark(tiny_profile(), dataset="svhn", runs_dir=tmp_path, out_dir=tmp_path / "out")

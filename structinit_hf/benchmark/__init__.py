@@ -146,7 +146,7 @@ def run_benchmark(
             top1 = json.loads((path / RUN_RESULTS).read_text())["top1"]
             print(f"[{done}/{len(pending)}] {arm.name} seed {seed}: top-1 {top1:.2f}% ({elapsed:.0f} s)", flush=True)
     if failures:
-        raise RuntimeError(f"{len(failures)} run(s) failed: {'; '.join(failures)}. Rerun to retry them.")
+        raise ChildProcessError(f"{len(failures)} run(s) failed: {'; '.join(failures)}. Rerun to retry them.")
     record = aggregate_runs(
         {arm.name: [path for a, _, path in runs if a is arm] for arm in chosen},
         profile=profile,

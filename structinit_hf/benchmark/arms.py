@@ -259,7 +259,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "cifar10": Profile(
         name="cifar10",
-        datasets={"cifar10": BenchmarkDataset("data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
+        datasets={"cifar10": BenchmarkDataset("./data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
         architecture={"img_size": 32, "patch_size": 2, "depth": 12},
         recipe={"epochs": 20, "batch_size": 512, "warmup_epochs": 1, "keep_checkpoints": 1, "val_split": 0.02},
         seeds=(0, 1),
