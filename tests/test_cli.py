@@ -93,3 +93,18 @@ def test_benchmark_script_exits_2_with_one_line_for_an_unknown_model():
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: unknown timm name 'vit_tiny_impulse4'")
+
+
+@pytest.mark.parametrize(
+    ("script", "argv", "message"),
+    [
+        ("benchmark_solver", ["--data", "no/such/folder"], "error: --data 'no/such/folder' is not a dataset folder"),
+        ("benchmark_small_data", ["--profile", "cifar10"], "error: dataset folder './data/cifar10' does not exist"),
+    ],
+)
+def test_benchmark_scripts_exit_2_with_one_line(tmp_path, script, argv, message):
+    """Catches a benchmark script raising past cli.run_script (status 1 and a traceback) on a missing data folder."""
+    command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith(message)
