@@ -395,15 +395,18 @@ def _set_sharpness(
     xb: torch.Tensor, targets: torch.Tensor, q: torch.Tensor, k: torch.Tensor, sharpness: float, null_keys: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scale each head's logits (by bisection in log space) until its mean attention mass on the target (valid rows)
-    is ``sharpness``. Scaling Q and K by ``sqrt(c)`` scales the logits by ``c``, so they are computed once."""
+    is ``sharpness``. Scaling Q and K by ``sqrt(c)`` scales the logits by ``c``, so they are computed once, and a
+    row's mass on its target is ``exp(c l_target - logsumexp(c l))``."""
     logits = _logits(xb, q, k, null_keys) * q.shape[-1] ** -0.5
-    rows = targets.sum((-1, -2)).clamp_min(1)
+    valid = (targets.sum(-1) > 0).float()
+    at_target = logits.gather(-1, targets.argmax(-1, keepdim=True)).squeeze(-1)
     lo = torch.full((q.shape[0],), -12.0, device=q.device)
     hi = torch.full((q.shape[0],), 12.0, device=q.device)
-    for _ in range(40):
+    for _ in range(30):  # the bracket shrinks to 24 / 2^30 in log scale
         mid = (lo + hi) / 2
-        maps = torch.softmax(logits * mid.exp().view(-1, 1, 1), dim=-1)[..., : targets.shape[-1]]
-        below = (maps * targets).sum((-1, -2)) / rows < sharpness
+        scale = mid.exp().view(-1, 1)
+        mass = torch.exp(scale * at_target - torch.logsumexp(logits * scale.unsqueeze(-1), dim=-1))
+        below = (mass * valid).sum(-1) / valid.sum(-1).clamp_min(1) < sharpness
         lo = torch.where(below, mid, lo)
         hi = torch.where(below, hi, mid)
     root = ((lo + hi) / 2).exp().sqrt().view(-1, 1, 1)
