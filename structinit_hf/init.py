@@ -35,8 +35,9 @@ INIT_METHODS = ("impulse", "mimetic", "default")
 VALUE_INITS = ("default", "mimetic")  # what impulse init does to the value/output projections
 
 
-# The 0.1 release's defaults (still the defaults): this project's "svd" closed form on the sin-cos code, content suppressed, sharpness 0.7.
-# On one GPU run at the paper's architecture they trained far worse than timm's default init (README, issue 11).
+# The 0.1 release's defaults (still the defaults): this project's "svd" closed form on the sin-cos code, content
+# suppressed, sharpness 0.7. On one GPU run at the paper's architecture they trained far worse than timm's default
+# init; on every CPU run they trained ahead of it (README, issue 11).
 SVD_DEFAULTS: dict[str, Any] = dict(
     pseudo_input="sincos",
     sharpness=0.7,
@@ -84,10 +85,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         qk_frobenius=0.0,
         position_scale=1.0,
     ),
-    # arXiv 2505.19985, osiriszjq/structured_initialization: a learned position embedding as timm draws it, x18, solved
-    # on by a pseudo-inverse closed form, each
-    # head's Q and K at Frobenius norm 7, centre-first 3x3 shifts (the same in every block, the target noise
-    # drawn per block), mimetic-style value/output (alpha = beta = 0.4)
+    # arXiv 2505.19985, osiriszjq/structured_initialization: a pseudo-inverse closed form on a learned position
+    # embedding as timm draws it, x18; each head's Q and K at Frobenius norm 7; centre-first 3x3 shifts (the same in
+    # every block, the target noise drawn per block); mimetic-style value/output (alpha = beta = 0.4)
     "v2": dict(
         kernel_size=3,
         pseudo_input="learned",
