@@ -43,7 +43,7 @@ from .evaluation import (
     results_record,
 )
 from .export import save_checkpoint
-from .hf.configuration_structinit_vit import TIMM_VARIANTS
+from .hf.variants import TIMM_VARIANTS
 from .run_setup import Run, setup_run
 from .tensor_data import INPUT_PIPELINES
 
