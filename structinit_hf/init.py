@@ -117,8 +117,10 @@ class ImpulseOptions:
             version, arXiv 2505.19985). Reproduced from the facts of the authors' code, not copied. What
             differs: v1's Adam runs on this package's sin-cos code and LayerNorm (eps 1e-6, the
             authors' 1e-5); v2's mimetic value/output draw ``Z`` from a Gaussian (the authors' from a
-            uniform of the same variance) and v2 scales this package's fixed sin-cos position embedding
-            by 18 (the authors scale whatever position embedding the model has, learned by default).
+            uniform of the same variance); v2 draws its own learned-style code (timm's trunc normal, std
+            0.02) and writes it x18 into the model's position embedding, which then trains (the authors
+            scale whatever embedding the model has: timm's learned one by default); the noise of v2's
+            targets comes from this package's seeded generator, one draw for all blocks.
         kernel_size: odd window size ``k``; each head's shift is drawn from the ``k x k`` window.
         seed: seeds the shifts (and the noise of noisy pseudo inputs and of v2's targets).
         pseudo_input: the solver's input, one of :data:`~structinit_hf.impulse.PSEUDO_INPUTS`.
