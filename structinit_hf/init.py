@@ -73,34 +73,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "structinit": {},
     # arXiv 2404.01139, osiriszjq/structured_init: Adam on the softmax MSE from a uniform start, Q/K columns held
     # at the start's norm, random shifts, one solution for every block, everything else as timm draws it
-    "v1": dict(
-        pseudo_input="sincos",
-        sharpness=None,
-        solver="adam",
-        per_layer=False,
-        suppress_content=False,
-        patch_embed_scale=1.0,
-        value_init="default",
-        shift_order="random",
-        qk_frobenius=0.0,
-        position_scale=1.0,
-    ),
+    "v1": dict(SVD_DEFAULTS, sharpness=None, solver="adam", per_layer=False, suppress_content=False),
     # arXiv 2505.19985, osiriszjq/structured_initialization: a pseudo-inverse closed form on a learned position
     # embedding as timm draws it, x18; each head's Q and K at Frobenius norm 7; centre-first 3x3 shifts (the same in
     # every block, the target noise drawn per block); mimetic-style value/output (alpha = beta = 0.4)
-    "v2": dict(
-        kernel_size=3,
-        pseudo_input="learned",
-        sharpness=None,
-        solver="pinv",
-        per_layer=True,
-        suppress_content=False,
-        patch_embed_scale=1.0,
-        value_init="mimetic",
-        shift_order="centre-first",
-        qk_frobenius=7.0,
-        position_scale=18.0,
-    ),
+    "v2": dict(PINV_DEFAULTS, kernel_size=3, sharpness=None, shift_order="centre-first"),
 }
 
 
@@ -160,10 +137,10 @@ class ImpulseOptions:
         if self.preset not in PRESETS:
             raise ValueError(f"unknown impulse preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
         fixed = PRESETS[self.preset]
-        clashes = [
-            f"{name}={getattr(self, name)!r} (it fixes {value!r})"
-            for name, value in fixed.items()
-            if getattr(self, name) is not None and getattr(self, name) != value
+        clashes = [  # in field order, whatever the order the preset lists them in
+            f"{name}={getattr(self, name)!r} (it fixes {fixed[name]!r})"
+            for name in self.__dataclass_fields__
+            if name in fixed and getattr(self, name) is not None and getattr(self, name) != fixed[name]
         ]
         if clashes:
             raise ValueError(
