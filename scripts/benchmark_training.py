@@ -35,9 +35,9 @@ from pathlib import Path
 import torch
 from accelerate.state import AcceleratorState, GradientState
 from timm.optim import create_optimizer_v2
-from timm.utils import ParseKwargs
 from torch import nn
 
+from structinit_hf.cli import KeyValueAction
 from structinit_hf.data import load_image_classification, train_dataloader
 from structinit_hf.evaluation import library_versions, load_model, model_data_config
 from structinit_hf.run_setup import device_defaults
@@ -121,7 +121,7 @@ def main() -> None:
     parser.add_argument("--data", default="../shared/data/cifar10-small")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/training"))
     parser.add_argument("--model", default="vit_tiny_impulse3")
-    parser.add_argument("--model-kwargs", nargs="*", default={}, action=ParseKwargs, help="e.g. depth=3")
+    parser.add_argument("--model-kwargs", nargs="*", default={}, action=KeyValueAction, help="e.g. depth=3")
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--steps", type=int, default=20, help="timed optimizer steps per arm and round")
     parser.add_argument("--rounds", type=int, default=3)

@@ -13,9 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from timm.utils import ParseKwargs
 
-from structinit_hf.cli import run_script
+from structinit_hf.cli import KeyValueAction, run_script
 from structinit_hf.plots import draw_attention_pictures
 
 
@@ -28,11 +27,11 @@ def attention_parser() -> argparse.ArgumentParser:
         help="timm names of the inits to compare (one row each)",
     )
     parser.add_argument(
-        "--model-kwargs", nargs="*", default={}, action=ParseKwargs, help="builder overrides, key=value"
+        "--model-kwargs", nargs="*", default={}, action=KeyValueAction, help="builder overrides, key=value"
     )
     parser.add_argument("--checkpoint", nargs="+", default=None, help="trained run folders, one per --model")
     parser.add_argument("--convit", default="convit_tiny_patch2_32", help="the ConViT whose non-locality is drawn")
-    parser.add_argument("--convit-kwargs", nargs="*", default={}, action=ParseKwargs, help="ConViT overrides")
+    parser.add_argument("--convit-kwargs", nargs="*", default={}, action=KeyValueAction, help="ConViT overrides")
     parser.add_argument("--convit-checkpoint", default=None, help="trained ConViT run folder")
     parser.add_argument("--dataset", default="../shared/data/cifar10-small", help="images are its test split")
     parser.add_argument("--num-images", type=int, default=16)

@@ -19,11 +19,12 @@ keeps its traceback.  With ``--debug`` user errors keep theirs too.
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import sys
 from collections.abc import Callable, Iterable, Sequence
 
-__all__ = ["USAGE_EXIT_STATUS", "USER_ERRORS", "UsageError", "did_you_mean", "run_script"]
+__all__ = ["USAGE_EXIT_STATUS", "USER_ERRORS", "KeyValueAction", "UsageError", "did_you_mean", "run_script"]
 
 USAGE_EXIT_STATUS = 2  # argparse's own status for a bad command line
 
@@ -39,6 +40,26 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """``" (did you mean 'kernel_size'?)"`` for the choice nearest to ``value``, or ``""`` when none is close."""
     nearest = difflib.get_close_matches(value, list(choices), n=1)
     return f" (did you mean {nearest[0]!r}?)" if nearest else ""
+
+
+class KeyValueAction(argparse.Action):
+    """``--model-kwargs depth=3 pseudo_input=learned`` as a dict: values read as Python literals, else strings.
+
+    timm's ``ParseKwargs`` does the same but ends a word without ``=`` in a ``ValueError`` traceback from
+    inside ``parse_args``; here it is argparse's own one-line usage error (exit status 2).
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        kwargs = {}
+        for word in values:
+            key, sep, text = word.partition("=")
+            if not sep or not key:
+                parser.error(f"{option_string}: {word!r} is not key=value (for example depth=3 kernel_size=5)")
+            try:
+                kwargs[key] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                kwargs[key] = text  # a bare word such as pseudo_input=learned
+        setattr(namespace, self.dest, kwargs)
 
 
 def run_script(

@@ -29,12 +29,11 @@ from accelerate import Accelerator
 from huggingface_hub import is_offline_mode
 from timm.data import resolve_model_data_config
 from timm.models import split_model_name_tag
-from timm.utils import ParseKwargs
 from torch import nn
 from torch.utils.data import DataLoader
 
 from .atomic import write_json
-from .cli import UsageError, did_you_mean
+from .cli import KeyValueAction, UsageError, did_you_mean
 from .data import (
     TransformedImages,
     build_transform,
@@ -371,7 +370,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--model-kwargs",
         nargs="*",
         default={},
-        action=ParseKwargs,
+        action=KeyValueAction,
         help="builder arguments as key=value (e.g. depth=2 patch_size=4 kernel_size=5)",
     )
     group.add_argument("--trust-remote-code", action="store_true", help="allow a transformers checkpoint's own code")

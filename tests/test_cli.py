@@ -108,3 +108,22 @@ def test_benchmark_scripts_exit_2_with_one_line(tmp_path, script, argv, message)
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith(message)
+
+
+def test_model_kwargs_are_parsed_as_literals_with_strings_as_fallback():
+    """Catches --model-kwargs values left as strings ('3' for depth) or bare words rejected."""
+    from structinit_hf.training import training_parser
+
+    args = training_parser().parse_args(["--model-kwargs", "depth=3", "pseudo_input=learned", "sharpness=None"])
+    assert args.model_kwargs == {"depth": 3, "pseudo_input": "learned", "sharpness": None}
+
+
+def test_model_kwargs_word_without_equals_is_a_usage_error(capsys):
+    """Catches timm's ParseKwargs behaviour: a word without '=' ended in a ValueError traceback from parse_args."""
+    from structinit_hf.training import training_parser
+
+    with pytest.raises(SystemExit) as exit_info:
+        training_parser().parse_args(["--model-kwargs", '{"depth": 3}'])
+    assert exit_info.value.code == USAGE_EXIT_STATUS
+    err = capsys.readouterr().err
+    assert "--model-kwargs: '{\"depth\": 3}' is not key=value" in err and "Traceback" not in err
