@@ -275,7 +275,8 @@ def solve_qk(
     (largest cut-off of :data:`_RCOND_STEPS`) whose fit puts the argmax of at least 90% of the valid
     rows on the target, on ``x`` and on each ``check_inputs`` sample (``B x N x D``: the pseudo
     input with simulated image content).  Finally one scale per head is set by bisection so the
-    mean attention mass on the target, on ``x``, equals ``sharpness``.  ``null_keys`` counts keys
+    mean attention mass on the target, on ``x``, equals ``sharpness``.  Heads with the same target get
+    the same solution, computed once.  ``null_keys`` counts keys
     outside the solve whose logit is zero (prefix tokens such as a class token, hidden by the
     basis): a target must score above them, and they take their share of the softmax.
 
@@ -320,10 +321,14 @@ def solve_qk(
         checks = xb.unsqueeze(0)
         if check_inputs is not None:
             checks = torch.cat([checks, check_inputs.to(device=device, dtype=torch.float32) @ basis])
-        logits = impulse_logit_targets(grid_size, targets)
-        q, k = _closed_form(xb, logits, targets, head_dim, checks, null_keys)
+        # the construction depends on a head's target alone: solve each distinct target once (a 3x3 window has 9)
+        distinct, head_of = torch.unique(targets.flatten(1), dim=0, return_inverse=True)
+        distinct = distinct.view(-1, n, n)
+        logits = impulse_logit_targets(grid_size, distinct)
+        q, k = _closed_form(xb, logits, distinct, head_dim, checks, null_keys)
         if not qk_frobenius:
-            q, k = _set_sharpness(xb, targets, q, k, sharpness, null_keys)
+            q, k = _set_sharpness(xb, distinct, q, k, sharpness, null_keys)
+        q, k = q[head_of], k[head_of]
     elif method == "pinv":
         q, k = _pinv_reference(xb, targets, head_dim, seed=seed)
     else:

@@ -109,6 +109,26 @@ def test_svd_solver_hits_every_target_on_a_non_square_grid(kernel_size: int) -> 
     assert fidelity["target_mass"] == pytest.approx(0.8, abs=1e-3)
 
 
+def test_svd_solves_each_distinct_target_once(monkeypatch) -> None:
+    """Catches the svd solve losing its dedupe (36 heads of a 3x3 ViT-Tiny solved one by one: +0.3 s a model)
+    or handing a head another target's solution."""
+    x, targets, head_dim = small_problem()
+    repeated = targets[[0, 1, 0, 2, 1, 0]]
+    solved_heads = []
+    closed_form = impulse._closed_form
+
+    def counting(xb, logits, *args):
+        solved_heads.append(logits.shape[0])
+        return closed_form(xb, logits, *args)
+
+    monkeypatch.setattr(impulse, "_closed_form", counting)
+    q, k = impulse.solve_qk(x, repeated, head_dim, grid_size=(5, 6))
+    assert solved_heads == [3]
+    alone_q, alone_k = impulse.solve_qk(x, targets[:3], head_dim, grid_size=(5, 6))
+    torch.testing.assert_close(q, alone_q[[0, 1, 0, 2, 1, 0]], rtol=0, atol=1e-6)
+    torch.testing.assert_close(k, alone_k[[0, 1, 0, 2, 1, 0]], rtol=0, atol=1e-6)
+
+
 def test_sharpness_sets_the_mass_on_target() -> None:
     x, targets, head_dim = small_problem()
     masses = []
