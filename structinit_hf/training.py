@@ -288,13 +288,20 @@ def save_final_model(model: nn.Module, out_dir: Path, label_names: list[str]) ->
     A registered structinit ViT goes through :func:`structinit_hf.export.save_checkpoint` (timm's
     format under a stock timm name, plus transformers' config and image processor); another timm model
     is saved in timm's format, which transformers loads through its ``TimmWrapper``; a transformers
-    model is saved with ``save_pretrained``.
+    model is saved with ``save_pretrained``, beside the image processor it was loaded with (if any), so
+    ``AutoImageProcessor`` and evaluation read the trained folder as they read the original.
     """
     if isinstance(model, ClassifierLogits):
-        return replace_folder(out_dir, model.model.save_pretrained)
+        return replace_folder(out_dir, lambda folder: _save_transformers_folder(model, folder))
     if isinstance(model, VisionTransformer) and model.pretrained_cfg.get("architecture") in TIMM_VARIANTS:
         return save_checkpoint(model, out_dir, label_names=label_names)
     return replace_folder(out_dir, lambda folder: save_timm_folder(model, folder, label_names))
+
+
+def _save_transformers_folder(model: ClassifierLogits, folder: Path) -> None:
+    model.model.save_pretrained(folder)
+    if model.processor is not None:
+        model.processor.save_pretrained(folder)
 
 
 def save_timm_folder(model: nn.Module, folder: Path, label_names: list[str]) -> None:

@@ -292,6 +292,27 @@ def test_evaluate_a_transformers_checkpoint(cifar10_small, tmp_path) -> None:
         )
 
 
+def test_final_folder_of_a_transformers_model_keeps_its_image_processor(tmp_path) -> None:
+    """Catches a trained transformers checkpoint saved without the processor it came with: AutoImageProcessor then
+    fails on final/ and evaluation falls back to a different preprocessing than the one it trained with."""
+    from transformers import AutoImageProcessor, ViTConfig, ViTForImageClassification, ViTImageProcessor
+
+    config = ViTConfig(
+        image_size=16, patch_size=4, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        num_labels=3,
+    )  # fmt: skip
+    ViTForImageClassification(config).save_pretrained(tmp_path / "vit")
+    ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.4] * 3, image_std=[0.2] * 3).save_pretrained(
+        tmp_path / "vit"
+    )
+    model, _ = load_model(str(tmp_path / "vit"))
+    training.save_final_model(model, tmp_path / "final", ["a", "b", "c"])
+    processor = AutoImageProcessor.from_pretrained(tmp_path / "final")
+    assert list(processor.image_mean) == [0.4] * 3 and processor.size == {"height": 16, "width": 16}
+    reloaded, _ = load_model(str(tmp_path / "final"))
+    assert reloaded.data_config["mean"] == (0.4,) * 3 and reloaded.data_config["input_size"] == (3, 16, 16)
+
+
 def test_final_folder_of_a_plain_timm_model_loads_both_ways(tmp_path) -> None:
     from transformers import AutoModelForImageClassification
 
