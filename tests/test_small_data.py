@@ -301,6 +301,12 @@ def test_gpu_and_proxy_profiles_follow_the_paper_architecture() -> None:
     proxy = PROFILES["cpu-proxy"]
     assert proxy.architecture["patch_size"] == 2 and proxy.architecture["img_size"] == 16
     assert proxy.architecture["depth"] == 12 and proxy.datasets["cifar10"].dataset.endswith("cifar10")
+    # at width 48 train.py's eps 1e-3 reverses default against impulse (README): the proxy runs at PyTorch's eps,
+    # and its eps-1e-3 record differs from it in nothing else
+    assert proxy.recipe["opt_eps"] == 1e-8
+    record = PROFILES["cpu-proxy-eps1e-3"]
+    assert "opt_eps" not in record.recipe and {**record.recipe, "opt_eps": 1e-8} == proxy.recipe
+    assert record.architecture == proxy.architecture
     assert select_arms(["v1"])[0].model_kwargs == {"preset": "v1"}  # v1's 10,000 Adam steps are too slow to build here
     v2 = select_arms(["v2"])[0]
     model = timm.create_model(v2.model, **{**v2.model_kwargs, **TINY_ARCHITECTURE, "depth": 1})
