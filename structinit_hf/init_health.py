@@ -17,7 +17,7 @@ from torch import nn
 from .attention_maps import timm_attention_maps
 from .impulse import target_fidelity
 
-__all__ = ["init_health", "qk_spectral_norms"]
+__all__ = ["attention_entropy", "init_health", "qk_spectral_norms"]
 
 
 @torch.no_grad()
@@ -33,6 +33,22 @@ def qk_spectral_norms(model: nn.Module) -> list[tuple[float, float]]:
     return norms
 
 
+def _entropy(attention: torch.Tensor) -> tuple[float, float]:
+    """Mean row entropy (nats) of ``... x N x N`` maps renormalised over their N keys, and its share of uniform."""
+    attention = attention / attention.sum(-1, keepdim=True)
+    entropy = -(attention * attention.clamp_min(1e-30).log()).sum(-1).mean().item()
+    return entropy, entropy / math.log(attention.shape[-1])
+
+
+@torch.no_grad()
+def attention_entropy(model: nn.Module, images: torch.Tensor) -> list[float]:
+    """Per block, the mean attention entropy of the patch rows as a share of uniform: 1 is uniform attention, near 0
+    every row on a single key (attention entropy collapse). For a timm ``VisionTransformer`` or ``ConVit``, freshly
+    built or trained; keys that are not patches (class, register tokens) are left out."""
+    num_patches = model.patch_embed.num_patches
+    return [_entropy(m[..., -num_patches:, -num_patches:])[1] for m in timm_attention_maps(model.eval(), images)]
+
+
 @torch.no_grad()
 def init_health(
     model: nn.Module, images: torch.Tensor, block_targets: list[torch.Tensor] | None = None
@@ -45,14 +61,13 @@ def init_health(
     maps = [m[..., prefix:, prefix:] for m in timm_attention_maps(model.eval(), images)]
     with torch.autocast(images.device.type, dtype=torch.bfloat16):
         low = [m[..., prefix:, prefix:].float() for m in timm_attention_maps(model, images)]
-    uniform = math.log(maps[0].shape[-1])
     rows = []
     for index, ((q_norm, k_norm), attention, bf16) in enumerate(zip(qk_spectral_norms(model), maps, low, strict=True)):
         shift = 0.5 * (attention - bf16).abs().sum(-1).mean().item()
         # renormalised over patch keys, so a prefix token's share does not count as spread
+        entropy, ratio = _entropy(attention)
         attention = attention / attention.sum(-1, keepdim=True)
-        entropy = -(attention * attention.clamp_min(1e-30).log()).sum(-1).mean().item()
-        row = dict(block=index + 1, q_norm=q_norm, k_norm=k_norm, entropy=entropy, entropy_ratio=entropy / uniform)
+        row = dict(block=index + 1, q_norm=q_norm, k_norm=k_norm, entropy=entropy, entropy_ratio=ratio)
         row["bf16_shift"] = shift
         if block_targets is not None:
             row.update(target_fidelity(attention, block_targets[index].to(attention.device)))

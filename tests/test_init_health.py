@@ -10,7 +10,7 @@ from timm.models.vision_transformer import VisionTransformer
 
 from structinit_hf import apply_structured_init
 from structinit_hf.init import SVD_DEFAULTS, impulse_block_targets
-from structinit_hf.init_health import init_health, qk_spectral_norms
+from structinit_hf.init_health import attention_entropy, init_health, qk_spectral_norms
 
 
 def tiny_vit(**kwargs) -> VisionTransformer:
@@ -46,3 +46,21 @@ def test_entropy_is_uniform_for_blind_attention_and_hits_count_targets() -> None
     apply_structured_init(model, "impulse", **{**SVD_DEFAULTS, "patch_embed_scale": 0.1})  # position dominates
     solved = init_health(model, torch.randn(2, 3, 16, 16), targets)[0]
     assert solved["hit_rate"] > 0.8 and 0 < solved["bf16_shift"] < 0.5
+
+
+def test_attention_entropy_tells_collapse_from_uniform_and_skips_the_class_token() -> None:
+    """Catches the collapse check reading the class token's share as spread (a collapsed model would look healthy),
+    or not normalising by the number of patch keys."""
+    model = tiny_vit(class_token=True, global_pool="token")
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.qkv.weight[:64].zero_()
+            block.attn.qkv.bias.zero_()
+    assert attention_entropy(model, images) == pytest.approx([1.0, 1.0], rel=1e-5)
+    with torch.no_grad():
+        for block in model.blocks:  # query = key = 30 x the token: each patch row piles onto one key
+            block.attn.qkv.weight[:32] = 30 * torch.eye(32)
+            block.attn.qkv.weight[32:64] = 30 * torch.eye(32)
+    collapsed = attention_entropy(model, images)
+    assert len(collapsed) == 2 and max(collapsed) < 0.1

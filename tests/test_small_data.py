@@ -135,6 +135,12 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_small, tm
     assert "| `impulse3` | impulse 3x3 |" in table and "91.62" in table and "python x.py" in table
     assert (out / "curves.png").read_bytes().startswith(b"\x89PNG")
     assert saved["wall_clock_s"] > 0
+    # the trained model's attention, per block: the collapse check of issue 11
+    for name in ("default", "impulse3"):
+        (blocks,) = saved["arms"][name]["attention_entropy"]
+        assert len(blocks) == 1 and 0.0 < blocks[0] <= 1.0
+    entropy = saved["arms"]["impulse3"]["attention_entropy"][0][0]
+    assert f"| `impulse3` | {entropy:.2f} ({entropy:.2f}) |" in table.split("## Attention after training")[1]
 
     pushed = push_to_hub(saved["arms"]["impulse3"]["best_run"], "me/tiny", dry_run=True, dataset_id="uoft-cs/cifar10")
     assert "model.safetensors" in pushed.files and pushed.commit_url is None

@@ -14,9 +14,12 @@ import torch
 from ..atomic import replace_folder, write_json, write_text
 from ..evaluation import load_model
 from ..hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
+from ..init_health import attention_entropy
 from ..plots import load_images, plot_attention_figure, save_figure
 from .arms import ALL_ARMS, PAPER_TABLE2, Profile
 from .runs import RUN_RESULTS, RUN_SPECIFIC_ARGS, RUN_TIMING, flag_values, is_finished
+
+ENTROPY_IMAGES = 32  # images behind each run's attention-entropy figure in results.md
 
 
 def draw_run_attention(run_dir: Path, num_images: int = 16) -> Path:
@@ -32,6 +35,21 @@ def draw_run_attention(run_dir: Path, num_images: int = 16) -> Path:
         Path(run_dir) / ATTENTION_IMAGE,
         title=f"attention at initialization (head 0, mean over {len(images[0])} {results['split']} images)",
     )
+
+
+def trained_attention_entropy(run_dir: Path, num_images: int = ENTROPY_IMAGES) -> list[float] | None:
+    """Per block, the trained model's attention entropy as a share of uniform on the first ``num_images`` images of
+    the split the run was scored on (:func:`~structinit_hf.init_health.attention_entropy`): near 0 means the
+    attention collapsed onto single keys. ``None`` for a model that is not a timm ViT or ConViT, or no ``final/``."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "final").is_dir():
+        return None
+    results = json.loads((run_dir / RUN_RESULTS).read_text())
+    model, _ = load_model(str(run_dir / "final"))
+    if not hasattr(model, "patch_embed"):
+        return None
+    images = load_images(results["dataset"], [model], num_images, split=results["split"])[0]
+    return [round(ratio, 4) for ratio in attention_entropy(model, images)]
 
 
 def _read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -89,6 +107,7 @@ def aggregate_runs(
                 json.loads(t.read_text())["elapsed_s"] if t.is_file() else r["wall_time_s"]
                 for t, r in zip(timing, results, strict=True)
             ],
+            "attention_entropy": [trained_attention_entropy(path) for path in paths],
             "runs": [str(path) for path in paths],
             "best_run": str(paths[best]),
         }
@@ -186,6 +205,30 @@ def _ablation_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _entropy_lines(record: dict[str, Any]) -> list[str]:
+    """Each run's attention entropy after training (mean over blocks, lowest block): shows attention collapse."""
+    arms = {name: arm for name, arm in record["arms"].items() if any(arm.get("attention_entropy") or [])}
+    if not arms:
+        return []
+    lines = [
+        "## Attention after training",
+        "",
+        f"Attention entropy of the trained model as a share of uniform, on the first {ENTROPY_IMAGES} "
+        f"`{record['split']}` images: the mean over blocks, and the lowest block in brackets. 1 is uniform "
+        "attention; near 0, every row attends to one key (attention entropy collapse). Per block in `results.json`.",
+        "",
+        "| arm | " + " | ".join(f"seed {seed}" for seed in next(iter(arms.values()))["seeds"]) + " |",
+        "|---|" + "---|" * len(next(iter(arms.values()))["seeds"]),
+    ]
+    for name, arm in arms.items():
+        cells = [
+            "–" if blocks is None else f"{statistics.fmean(blocks):.2f} ({min(blocks):.2f})"
+            for blocks in arm["attention_entropy"]
+        ]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def _duration(seconds: float | None) -> str:
     return "not recorded" if seconds is None else f"{seconds / 60:.1f} min"
 
@@ -212,6 +255,7 @@ def render_results_markdown(record: dict[str, Any]) -> str:
         *(_target_lines(arms) if record.get("study", "main") == "main" else _ablation_lines(record)),
         "![validation top-1 per epoch, one line per arm](curves.png)",
         "",
+        *_entropy_lines(record),
         "## Command",
         "",
         "```",
