@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 PSEUDO_INPUTS = ("sincos", "uniform", "gaussian", "sincos+uniform", "sincos+gaussian", "learned")
-SOLVERS = ("svd", "adam", "pinv")
+SOLVERS = ("svd", "adam", "pinv", "shift")
 SHIFT_ORDERS = ("random", "centre-first")
 # the authors' NeurIPS 2025 code gives head i the cell CENTRE_FIRST_CELLS[i % 9] of the 3x3 window (row-major)
 CENTRE_FIRST_CELLS = (4, 1, 5, 3, 7, 0, 2, 6, 8)
@@ -246,7 +246,7 @@ def solve_qk(
     x: torch.Tensor,
     targets: torch.Tensor,
     head_dim: int,
-    method: Literal["svd", "adam"] = "svd",
+    method: Literal["svd", "adam", "pinv", "shift"] = "svd",
     *,
     grid_size: int | Sequence[int] | None = None,
     sharpness: float | None = 0.7,
@@ -288,6 +288,14 @@ def solve_qk(
     target 1000 on the impulse and ``3 * N(0, 0.6^2)`` noise (truncated to +-2) on every other key,
     projected through the rank-``head_dim`` pseudo-inverse of ``x``, factored by an SVD with the
     singular values split evenly, and each head's Q and K scaled to unit Frobenius norm.
+
+    ``method="shift"`` keeps mimetic init's form and scale (Trockman & Kolter 2023: ``Q_h K_h^T ~ 0.7 Z_h +
+    0.7 I``) and points its identity at the impulse: on the span of ``x``, ``I`` becomes the least-squares map
+    ``M_h`` that sends each token of the pseudo input to the token its impulse points at (``x_i M_h ~ x_{i+s}``,
+    valid rows), so a query scores its shifted neighbour's key as mimetic scores its own; off that span ``I`` stays.
+    Directions ``x`` spans below 1% of its largest singular value are left out, which bounds the gains. Attention
+    then starts soft, peaked on the target (about 5 to 25 times the uniform mass at the CIFAR sizes) rather than
+    on it; ``Z_h`` is drawn from ``seed``, one per head. Factored to rank ``head_dim`` by an SVD, as mimetic's is.
 
     ``qk_frobenius > 0`` then rescales each head's Q and K to that Frobenius norm, whatever the solver
     (and replaces the sharpness bisection of ``"svd"``).
@@ -331,6 +339,8 @@ def solve_qk(
         q, k = q[head_of], k[head_of]
     elif method == "pinv":
         q, k = _pinv_reference(xb, targets, head_dim, seed=seed)
+    elif method == "shift":
+        q, k = _shifted_identity(xb, targets, head_dim, seed=seed)
     else:
         q, k = _adam_reference(xb, targets, head_dim, seed=seed, steps=steps, lr=lr, norm_every=norm_every)
     if qk_frobenius:
@@ -477,4 +487,31 @@ def _pinv_reference(
     k = F.pad(v @ (rh.transpose(-1, -2) * root), (0, head_dim - rank))
     q = q / q.flatten(1).norm(dim=1).view(-1, 1, 1)
     k = k / k.flatten(1).norm(dim=1).view(-1, 1, 1)
+    return q.to(device=xb.device, dtype=torch.float32), k.to(device=xb.device, dtype=torch.float32)
+
+
+def _shifted_identity(
+    xb: torch.Tensor,
+    targets: torch.Tensor,
+    head_dim: int,
+    *,
+    seed: int,
+    alpha: float = 0.7,
+    beta: float = 0.7,
+    rtol: float = 1e-2,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q, K with ``Q_h K_h^T ~ alpha Z_h + beta (I - P_h + M_h)``: mimetic's form, its identity pointed at the impulse."""
+    x = xb.double().cpu()
+    heads, dim = targets.shape[0], x.shape[1]
+    valid = (targets.cpu().sum(-1, keepdim=True) > 0).double()  # rows whose impulse falls inside the grid
+    rows = valid * x  # a zero row (and its zero target) adds nothing to the least squares
+    pinv = torch.linalg.pinv(rows, rtol=rtol)  # heads x D x N
+    shift = pinv @ (targets.double().cpu() @ x)  # x_i M ~ x_{i+s}
+    projector = pinv @ rows  # onto the directions of x the fit uses
+    z = torch.randn(heads, dim, dim, generator=_generator(seed)).double() / dim**0.5  # mimetic_qk's draw
+    target = alpha * z + beta * (torch.eye(dim, dtype=torch.float64) - projector + shift)
+    u, s, vh = torch.linalg.svd(target)
+    root = s[..., :head_dim].sqrt().unsqueeze(-2)
+    q, k = u[..., :head_dim] * root, vh[..., :head_dim, :].transpose(-1, -2) * root
+    q, k = F.pad(q, (0, head_dim - q.shape[-1])), F.pad(k, (0, head_dim - k.shape[-1]))
     return q.to(device=xb.device, dtype=torch.float32), k.to(device=xb.device, dtype=torch.float32)

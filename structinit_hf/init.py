@@ -24,6 +24,7 @@ __all__ = [
     "PRESETS",
     "PINV_DEFAULTS",
     "PROJECT_DEFAULTS",
+    "SHIFT_DEFAULTS",
     "SVD_DEFAULTS",
     "ImpulseOptions",
     "apply_structured_init",
@@ -64,6 +65,11 @@ PINV_DEFAULTS: dict[str, Any] = dict(
     qk_frobenius=7.0,
     position_scale=18.0,
 )
+# Mimetic init's Q/K form and scale with its identity pointed at each head's impulse (solver "shift"), on the sin-cos
+# code, with mimetic value/output: attention starts soft and content still reads, as mimetic's does (README).
+SHIFT_DEFAULTS: dict[str, Any] = dict(
+    SVD_DEFAULTS, solver="shift", suppress_content=False, value_init="mimetic"
+)
 # This project's own construction ("structinit"). Still the 0.1 defaults: no measurement so far favours another
 # construction in every setting (README, "Impulse init at the paper's architecture"); a GPU run of the cifar10
 # benchmark profile is to choose.
@@ -103,8 +109,10 @@ class ImpulseOptions:
         pseudo_input: the solver's input, one of :data:`~structinit_hf.impulse.PSEUDO_INPUTS`.
         sharpness: mean attention mass on the target that ``"svd"`` heads reach on the pseudo input
             (``None`` where the preset's solver does not use it).
-        solver: ``"svd"`` (closed form, default), ``"adam"`` (v1's 10,000-step recipe) or ``"pinv"`` (v2's
-            closed form); see :func:`~structinit_hf.impulse.solve_qk`.
+        solver: ``"svd"`` (closed form, default), ``"adam"`` (v1's 10,000-step recipe), ``"pinv"`` (v2's
+            closed form) or ``"shift"`` (mimetic init's form and scale, its identity pointed at the impulse;
+            pair it with ``suppress_content=False, value_init="mimetic"``); see
+            :func:`~structinit_hf.impulse.solve_qk`.
         per_layer: solve each block anew (fresh shifts for random order) instead of copying one solution.
         suppress_content: confine Q/K to directions the patch embedding (and prefix tokens) cannot
             reach at init, so image content does not wash out the pattern on real images.

@@ -129,6 +129,26 @@ def test_svd_solves_each_distinct_target_once(monkeypatch) -> None:
     torch.testing.assert_close(k, alone_k[[0, 1, 0, 2, 1, 0]], rtol=0, atol=1e-6)
 
 
+def test_shift_solver_is_mimetic_for_the_centre_and_points_elsewhere_at_the_impulse() -> None:
+    """Catches the shift construction drifting from mimetic init's form and scale (its centre-shift case must be
+    mimetic's Q K^T exactly), or a map that sends tokens anywhere but to their impulse target."""
+    from structinit_hf.mimetic import mimetic_qk
+
+    grid = (8, 8)
+    x = impulse.pseudo_input(grid, 32, "gaussian", seed=1)  # 64 tokens span all 32 directions: P = I
+    centre = impulse.impulse_targets(grid, torch.zeros(2, 2, dtype=torch.long))
+    q, k = impulse.solve_qk(x, centre, 16, "shift", seed=3)
+    mimetic_q, mimetic_k = mimetic_qk(32, 2, 16, seed=3)
+    torch.testing.assert_close(q @ k.transpose(1, 2), mimetic_q @ mimetic_k.transpose(1, 2), rtol=0, atol=1e-5)
+
+    grid = (4, 4)
+    x = impulse.pseudo_input(grid, 48, "gaussian", seed=1)
+    targets = impulse.impulse_targets(grid, impulse.impulse_shifts(4, 3, 0, grid))
+    shifted = impulse.target_fidelity(impulse.attention_maps(x, *impulse.solve_qk(x, targets, 16, "shift")), targets)
+    plain = impulse.target_fidelity(impulse.attention_maps(x, *mimetic_qk(48, 4, 16)), targets)
+    assert shifted["hit_rate"] > 0.9 and shifted["target_mass"] > 10 * plain["target_mass"]
+
+
 def test_sharpness_sets_the_mass_on_target() -> None:
     x, targets, head_dim = small_problem()
     masses = []

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..init import PINV_DEFAULTS, SVD_DEFAULTS
+from ..init import PINV_DEFAULTS, SHIFT_DEFAULTS, SVD_DEFAULTS
 
 __all__ = [
     "ABLATION_ARMS",
@@ -170,6 +170,19 @@ DIAGNOSIS_ARMS: dict[str, Arm] = {
             "mimetic V/O)",
             "vit_tiny_impulse3",
             dict(PINV_DEFAULTS),
+        ),
+        Arm(
+            "impulse3-shift",
+            "impulse 3x3 at mimetic's scale: mimetic's Q K^T with its identity pointed at the impulse (shift solver, "
+            "sin-cos code, mimetic V/O)",
+            "vit_tiny_impulse3",
+            dict(SHIFT_DEFAULTS),
+        ),
+        Arm(
+            "impulse5-shift",
+            "impulse 5x5 at mimetic's scale (shift solver, sin-cos code, mimetic V/O)",
+            "vit_tiny_impulse5",
+            dict(SHIFT_DEFAULTS),
         ),
         Arm(
             "impulse3-pinv-sincos",
