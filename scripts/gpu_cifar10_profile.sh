@@ -16,11 +16,11 @@ fi
 export PYTHONPATH=/tmp/site:${PYTHONPATH:-} HF_HUB_OFFLINE=1
 python3 -m pip install -q --no-deps -e . >/dev/null
 BENCH="python3 scripts/benchmark_small_data.py --profile cifar10 --data-path ./data/cifar10"
-# two seeds of the six arms, then Kaiming and ConViT (7x slower) once, then the pinv candidate if time is left
+# two seeds of the six arms, then Kaiming and ConViT (7x slower) once, then the 0.1 (svd) defaults if time is left
 if ! pgrep -f "profile cifar10" >/dev/null; then
     setsid nohup bash -c "$BENCH --arms default mimetic impulse3 impulse5 v1 v2 --out-dir $OUT/results \
         && $BENCH --arms kaiming convit --seeds 0 --out-dir $OUT/results-one-seed \
-        && $BENCH --arms default impulse3-pinv --out-dir $OUT/results-pinv" >> "$OUT/benchmark.log" 2>&1 &
+        && $BENCH --arms default impulse3-svd --out-dir $OUT/results-svd" >> "$OUT/benchmark.log" 2>&1 &
 fi
 sleep 5
 tail -n 20 "$OUT/benchmark.log"

@@ -124,7 +124,7 @@ def test_solver_runs_on_construction_only_and_loading_keeps_weights(tmp_path: Pa
     config = StructInitViTConfig(**TINY, impulse_kernel_size=5, impulse_per_layer=True)
     model = AutoModelForImageClassification.from_config(config).eval()
     assert len(solver_calls) == 1  # one solve for every block
-    assert config.impulse_solver == "svd" and config.impulse_qk_frobenius == 0.0  # the resolved options, recorded
+    assert config.impulse_solver == "shift" and config.impulse_qk_frobenius == 0.0  # the resolved options, recorded
     StructInitViTForImageClassification(config)
     assert len(solver_calls) == 2
     model.save_pretrained(tmp_path)
@@ -279,8 +279,8 @@ def _stock_vit_first_layer_maps() -> tuple[torch.Tensor, torch.Tensor]:
         attn_implementation="eager",
     )
     torch.manual_seed(0)
-    model = structinit_hf.apply_structured_init(
-        ViTForImageClassification(config), "impulse", kernel_size=3, seed=1
+    model = structinit_hf.apply_structured_init(  # the svd construction: its rows peak on target by design
+        ViTForImageClassification(config), "impulse", **{**init.SVD_DEFAULTS, "kernel_size": 3, "seed": 1}
     ).eval()
     with torch.no_grad():
         maps = model(torch.rand(4, 3, 16, 16), output_attentions=True).attentions[0]
