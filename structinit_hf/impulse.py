@@ -503,15 +503,20 @@ def _shifted_identity(
     """Q, K with ``Q_h K_h^T ~ alpha Z_h + beta (I - P_h + M_h)``: mimetic's form, its identity pointed at the impulse."""
     x = xb.double().cpu()
     heads, dim = targets.shape[0], x.shape[1]
-    valid = (targets.cpu().sum(-1, keepdim=True) > 0).double()  # rows whose impulse falls inside the grid
-    rows = valid * x  # a zero row (and its zero target) adds nothing to the least squares
-    pinv = torch.linalg.pinv(rows, rtol=rtol)  # heads x D x N
-    shift = pinv @ (targets.double().cpu() @ x)  # x_i M ~ x_{i+s}
-    projector = pinv @ rows  # onto the directions of x the fit uses
-    z = torch.randn(heads, dim, dim, generator=_generator(seed)).double() / dim**0.5  # mimetic_qk's draw
-    target = alpha * z + beta * (torch.eye(dim, dtype=torch.float64) - projector + shift)
-    u, s, vh = torch.linalg.svd(target)
+    # the map depends on a head's target alone: fit each distinct target once (a 3x3 window has 9), in float64
+    distinct, head_of = torch.unique(targets.cpu().flatten(1), dim=0, return_inverse=True)
+    distinct = distinct.view(-1, *targets.shape[1:]).double()
+    rows = (distinct.sum(-1, keepdim=True) > 0) * x  # a zero row (and its zero target) adds nothing to the fit
+    # pinv(rows) through the eigenvectors of the D x D Gram matrix: singular values >= rtol * largest
+    gram_values, gram_vectors = torch.linalg.eigh(rows.transpose(-1, -2) @ rows)
+    kept = gram_values >= rtol**2 * gram_values[..., -1:]
+    span = gram_vectors * kept.unsqueeze(-2)  # P = span span^T
+    fit = (span / gram_values.clamp_min(1e-300).unsqueeze(-2)) @ span.transpose(-1, -2) @ rows.transpose(-1, -2)
+    pointed = torch.eye(dim, dtype=torch.float64) - span @ span.transpose(-1, -2) + fit @ (distinct @ x)  # I - P + M
+    # then mimetic_qk's draw and factorisation (float32), with the pointed identity in place of I
+    z = torch.randn(heads, dim, dim, generator=_generator(seed)) / dim**0.5
+    u, s, vh = torch.linalg.svd(alpha * z + beta * pointed.float()[head_of])
     root = s[..., :head_dim].sqrt().unsqueeze(-2)
     q, k = u[..., :head_dim] * root, vh[..., :head_dim, :].transpose(-1, -2) * root
     q, k = F.pad(q, (0, head_dim - q.shape[-1])), F.pad(k, (0, head_dim - k.shape[-1]))
-    return q.to(device=xb.device, dtype=torch.float32), k.to(device=xb.device, dtype=torch.float32)
+    return q.to(xb.device), k.to(xb.device)
