@@ -1,8 +1,8 @@
 """Solver speed, create_model cost and init health, side by side in one process.
 
 1. The solvers on the CIFAR ViT-Tiny setting (16 x 16 grid, dim 192, 3 heads, k = 3 and 5): the paper's
-   ``"adam"`` recipe (v1), the authors' v2 ``"pinv"`` closed form and this project's ``"svd"``: seconds, hit
-   rate and target mass on the pseudo input.
+   ``"adam"`` recipe (v1), the authors' v2 ``"pinv"`` closed form, the 0.1 ``"svd"`` closed form and the default
+   ``"shift"`` construction: seconds, hit rate and target mass on the pseudo input.
 2. ``timm.create_model("vit_tiny_impulse3")`` against the control ``vit_tiny_patch2_32``, interleaved.
 3. Init health on real CIFAR-10 test images at the paper's architecture (32 px, patch 2, depth 12), for each
    benchmark arm named by ``--arms``: per block the spectral norm of W_q, the attention entropy as a share of
@@ -33,14 +33,14 @@ from structinit_hf.cli import UsageError, run_script
 from structinit_hf.init import impulse_block_targets
 from structinit_hf.init_health import init_health
 
-HEALTH_ARMS = ("default", "mimetic", "impulse3", "impulse5", "v1", "v2")
+HEALTH_ARMS = ("default", "mimetic", "impulse3", "impulse5", "impulse3-svd", "impulse5-svd", "v1", "v2")
 
 
 def solver_rows(repeats: int) -> list[dict]:
     """Each solver on each pseudo input it is used with: the sin-cos code (svd, adam) and, for v2's pinv, both the
     learned-style code it solves on and the sin-cos code (rank about 60 at this size: the pinv fit reads nothing)."""
     inputs = {name: impulse.pseudo_input(16, 192, name) for name in ("sincos", "learned")}
-    cases = (("adam", "sincos"), ("pinv", "learned"), ("pinv", "sincos"), ("svd", "sincos"))
+    cases = (("adam", "sincos"), ("pinv", "learned"), ("pinv", "sincos"), ("svd", "sincos"), ("shift", "sincos"))
     rows = []
     for kernel_size in (3, 5):
         targets = impulse.impulse_targets(16, impulse.impulse_shifts(3, kernel_size, seed=0, grid_size=16))
