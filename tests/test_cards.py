@@ -125,6 +125,17 @@ def test_an_impulse_card_names_its_preset(run):
     assert "| preset | `v2` |" in texts["v2"]
 
 
+def test_a_shift_card_says_the_impulse_is_soft(run):
+    """Catches a card for the default shift construction claiming the sharp impulse filter it does not start with."""
+    results = read_results(run / "results.json")
+    config = json.loads((run / "final" / "config.json").read_text())
+    results["init"] = {**results["init"], "solver": "shift", "preset": "structinit", "value_init": "mimetic"}
+    text = build_model_card(results, config, REPO_ID, num_params=10**6).text
+    assert "**soft random 3x3 impulse**" in text and "impulse filter**" not in text
+    assert "`W_q W_k^T ~ 0.7 Z + 0.7 I`, with the identity pointed at that shift" in text
+    assert "The value/output projections got mimetic init's" in text and "| solver | `shift` |" in text
+
+
 def test_a_mimetic_card_names_its_own_paper_first(run):
     results = read_results(run / "results.json")
     results.update(model="vit_tiny_mimetic", init={"attention_init": "mimetic", "seed": 0})
