@@ -20,6 +20,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from .mimetic import low_rank_factors
+
 __all__ = [
     "PSEUDO_INPUTS",
     "SHIFT_ORDERS",
@@ -515,8 +517,6 @@ def _shifted_identity(
     pointed = torch.eye(dim, dtype=torch.float64) - span @ span.transpose(-1, -2) + fit @ (distinct @ x)  # I - P + M
     # then mimetic_qk's draw and factorisation (float32), with the pointed identity in place of I
     z = torch.randn(heads, dim, dim, generator=_generator(seed)) / dim**0.5
-    u, s, vh = torch.linalg.svd(alpha * z + beta * pointed.float()[head_of])
-    root = s[..., :head_dim].sqrt().unsqueeze(-2)
-    q, k = u[..., :head_dim] * root, vh[..., :head_dim, :].transpose(-1, -2) * root
+    q, k = low_rank_factors(alpha * z + beta * pointed.float()[head_of], min(head_dim, dim))
     q, k = F.pad(q, (0, head_dim - q.shape[-1])), F.pad(k, (0, head_dim - k.shape[-1]))
     return q.to(xb.device), k.to(xb.device)

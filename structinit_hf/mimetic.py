@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["mimetic_qk", "mimetic_vo"]
+__all__ = ["low_rank_factors", "mimetic_qk", "mimetic_vo"]
 
 
-def _factor(target: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+def low_rank_factors(target: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``A, B`` of width ``rank`` with ``A B^T`` the best rank-``rank`` approximation of ``target``."""
     u, s, vh = torch.linalg.svd(target)
     root = s[..., :rank].sqrt().unsqueeze(-2)
@@ -25,7 +25,7 @@ def mimetic_qk(
     """Per-head ``Q_h, K_h`` (each ``heads x dim x head_dim``) with ``Q_h K_h^T ~ alpha Z_h + beta I``."""
     generator = torch.Generator().manual_seed(int(seed))
     z = torch.randn(num_heads, dim, dim, generator=generator) / dim**0.5
-    return _factor(alpha * z + beta * torch.eye(dim), min(head_dim, dim))
+    return low_rank_factors(alpha * z + beta * torch.eye(dim), min(head_dim, dim))
 
 
 def mimetic_vo(
@@ -38,7 +38,7 @@ def mimetic_vo(
     attn_dim = dim if attn_dim is None else attn_dim
     generator = torch.Generator().manual_seed(int(seed) + 1)  # a Z independent of mimetic_qk's
     z = torch.randn(dim, dim, generator=generator) / dim**0.5
-    v, o = _factor(alpha * z - beta * torch.eye(dim), min(attn_dim, dim))
+    v, o = low_rank_factors(alpha * z - beta * torch.eye(dim), min(attn_dim, dim))
     if attn_dim > dim:
         v = torch.nn.functional.pad(v, (0, attn_dim - dim))
         o = torch.nn.functional.pad(o, (0, attn_dim - dim))
