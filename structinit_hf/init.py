@@ -54,14 +54,11 @@ SVD_DEFAULTS: dict[str, Any] = dict(
 # v2's closed form and scale with the paper's random shifts: a learned-style code x18, Q/K at Frobenius norm 7 per head,
 # mimetic value/output. Attention starts soft, at mimetic's scale (README: init health).
 PINV_DEFAULTS: dict[str, Any] = dict(
+    SVD_DEFAULTS,
     pseudo_input="learned",
-    sharpness=0.7,
     solver="pinv",
-    per_layer=True,
     suppress_content=False,
-    patch_embed_scale=1.0,
     value_init="mimetic",
-    shift_order="random",
     qk_frobenius=7.0,
     position_scale=18.0,
 )
