@@ -1,7 +1,7 @@
 """structinit-hf: structured (impulse) attention initialization for Vision Transformers.
 
-Importing the package registers its models with timm (``timm.list_models("*impulse*")``) and with
-the transformers Auto classes (``model_type="structinit_vit"``).
+Importing the package registers its models with timm (``timm.list_models("*impulse*")``); transformers reaches
+them through its own ``TimmWrapperConfig`` (see :mod:`structinit_hf.hf`).
 """
 
 from . import timm_models  # noqa: F401  (registers the models with timm)
@@ -10,6 +10,7 @@ from .hf import StructInitViTConfig, StructInitViTForImageClassification, Struct
 from .impulse import impulse_shifts, impulse_targets, pseudo_input, sincos_2d, solve_qk
 from .init import INIT_METHODS, ImpulseOptions, apply_structured_init
 from .mimetic import mimetic_qk, mimetic_vo
+from .timm_models import StructInitVisionTransformer
 
 __version__ = "0.1.0"
 
@@ -19,6 +20,7 @@ __all__ = [
     "StructInitViTConfig",
     "StructInitViTForImageClassification",
     "StructInitViTModel",
+    "StructInitVisionTransformer",
     "apply_structured_init",
     "impulse_shifts",
     "impulse_targets",

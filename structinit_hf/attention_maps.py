@@ -1,19 +1,46 @@
 """Read the attention maps of a timm ViT or ConViT: what the pictures, benchmarks and tests look at.
 
 Every map comes from one reader, timm's ``AttentionExtract`` hooked where each block applies dropout
-to its attention (:func:`~structinit_hf.hf.modeling_structinit_vit.extract_attention`, also behind
-``output_attentions`` of the transformers models).  For ConViT's gated positional blocks that is the
-gated mixture of content and positional attention.
+to its attention (:func:`extract_attention`). For ConViT's gated positional blocks that is the gated mixture
+of content and positional attention.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
+from timm.utils import AttentionExtract
 from torch import nn
 
-from .hf.modeling_structinit_vit import extract_attention
+__all__ = ["block_fidelity", "extract_attention", "patch_attention_maps", "timm_attention_maps"]
 
-__all__ = ["block_fidelity", "patch_attention_maps", "timm_attention_maps"]
+# where timm's ViT and ConViT blocks (GPSA included) pass each attention map through dropout
+ATTENTION_MODULES = ["blocks.*.attn.attn_drop"]
+
+
+@contextmanager
+def extract_attention(model: nn.Module) -> Iterator[AttentionExtract]:
+    """timm's ``AttentionExtract`` hooked on every block's attention map of ``model`` (a timm ViT or ConViT).
+
+    Inside the block, each forward of ``model`` leaves the maps (``B x heads x T x T``, in block order) for
+    ``extractor.hooks.get_output(device)``; calling ``extractor(images)`` runs a forward and returns them.
+    Fused attention never materializes the maps, so it is off meanwhile; ``model`` keeps its train/eval
+    mode, and the hooks are removed on exit.
+    """
+    fused = [(module, module.fused_attn) for module in model.modules() if hasattr(module, "fused_attn")]
+    for module, _ in fused:
+        module.fused_attn = False
+    mode = "train" if model.training else "eval"
+    extractor = AttentionExtract(model, names=ATTENTION_MODULES, method="hook", mode=mode)
+    try:
+        yield extractor
+    finally:
+        for handle in extractor.hooks._handles:  # timm's FeatureHooks keeps the handles but offers no removal
+            handle.remove()
+        for module, value in fused:
+            module.fused_attn = value
 
 
 @torch.no_grad()

@@ -28,7 +28,7 @@ import transformers
 from accelerate import Accelerator
 from huggingface_hub import is_offline_mode
 from timm.data import resolve_model_data_config
-from timm.models import split_model_name_tag
+from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -41,8 +41,7 @@ from .data import (
     eval_dataloader,
     load_image_classification,
 )
-from .hf.variants import TIMM_VARIANTS
-from .timm_models import IMPULSE_KWARGS, create_structinit_vit
+from .timm_models import IMPULSE_KWARGS, StructInitVisionTransformer
 
 __all__ = [
     "ClassifierLogits",
@@ -168,8 +167,8 @@ def _builder_keywords(error: TypeError, source: str) -> list[str] | None:
     if model_cls is None:
         return None
     names = set(inspect.signature(model_cls).parameters) | set(inspect.signature(timm.create_model).parameters)
-    if split_model_name_tag(source)[0] in TIMM_VARIANTS:
-        names |= set(inspect.signature(create_structinit_vit).parameters) | set(IMPULSE_KWARGS)
+    if issubclass(model_cls, StructInitVisionTransformer):  # its own keywords, then VisionTransformer's
+        names |= set(inspect.signature(VisionTransformer).parameters) | set(IMPULSE_KWARGS)
     return sorted(name for name in names if name not in ("self", "kwargs", "args", "model_name", "variant"))
 
 

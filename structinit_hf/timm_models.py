@@ -1,9 +1,11 @@
 """timm model registry: plain ViTs whose only difference is how attention starts.
 
-One builder (:func:`create_structinit_vit`), one short function per name; each name's architecture, init
-and pretrained cfg come from the variant table the transformers config reads too (``hf/variants.py``).
-The networks are timm's own ``VisionTransformer`` (and ``ConVit`` for the peer), so a checkpoint
-loads in stock timm; the init runs once, at construction, and never when weights are loaded.
+:class:`StructInitVisionTransformer` is timm's ``VisionTransformer`` with a named attention init run by its
+``init_weights`` (after timm's own), and a fixed position code kept as a persistent buffer. One builder
+(:func:`_create_vit`), one cfg table and one short function per name, as in timm's ``vision_transformer.py``;
+each name's geometry, init and pretrained cfg come from :data:`~structinit_hf.variants.TIMM_VARIANTS`.
+A checkpoint has stock timm's keys and loads into stock ``VisionTransformer``; the init never runs on the meta
+device or when weights are loaded.
 """
 
 from __future__ import annotations
@@ -19,38 +21,34 @@ from timm.models import (
     generate_default_cfgs,
     get_pretrained_cfg,
     register_model,
-    resolve_pretrained_cfg,
     split_model_name_tag,
 )
 from timm.models.convit import ConVit
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
+from torch import nn
 
-from .hf.variants import CIFAR10_DATA, TIMM_VARIANTS, check_geometry, to_pair
 from .impulse import sincos_2d
 from .init import INIT_METHODS, ImpulseOptions, apply_structured_init
+from .variants import CIFAR10_DATA, TIMM_VARIANTS, check_geometry, pretrained_cfg, to_pair
 
-__all__ = ["HUB_CHECKPOINTS", "IMPULSE_KWARGS", "POS_EMBEDS", "create_structinit_vit"]
+__all__ = ["HUB_CHECKPOINTS", "IMPULSE_KWARGS", "POS_EMBEDS", "StructInitVisionTransformer", "init_settings"]
 
+# a stock timm name per width; exported checkpoints name it, with the model_args that rebuild the exact network
+_STOCK_VIT_NAMES = {192: "vit_tiny_patch16_224", 384: "vit_small_patch16_224", 768: "vit_base_patch16_224"}
 IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # kernel_size, seed, pseudo_input, ...
 POS_EMBEDS = ("sincos", "learn", "none")
 
 
-def _init_options(attention_init: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Pop the init options out of the builder kwargs (they are not VisionTransformer arguments)."""
-    options = {name: kwargs.pop(name) for name in IMPULSE_KWARGS if name in kwargs}
-    if attention_init == "impulse":
-        return options
-    if attention_init == "mimetic":
-        stray = set(options) - {"seed"}
-    else:
-        stray = set(options)
-    if stray:
-        raise ValueError(f"{sorted(stray)} are impulse options; attention_init={attention_init!r} does not take them")
-    return options
-
-
 def init_settings(attention_init: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The full settings (defaults filled in) of an attention init, as recorded on a freshly built model."""
+    """The full settings (defaults filled in) of an attention init; raises ``ValueError`` on bad options."""
+    if attention_init not in INIT_METHODS:
+        raise ValueError(f"unknown attention_init {attention_init!r}; expected one of {', '.join(INIT_METHODS)}")
+    allowed = {"impulse": set(IMPULSE_KWARGS), "mimetic": {"seed"}, "default": set()}[attention_init]
+    if set(options) - allowed:
+        raise ValueError(
+            f"{sorted(set(options) - allowed)} are impulse options; attention_init={attention_init!r} does not "
+            "take them"
+        )
     if attention_init == "impulse":
         return {"attention_init": attention_init, **asdict(ImpulseOptions(**options))}
     if attention_init == "mimetic":
@@ -58,78 +56,130 @@ def init_settings(attention_init: str, options: dict[str, Any]) -> dict[str, Any
     return {"attention_init": attention_init}
 
 
-def _has_weights(cfg: dict[str, Any]) -> bool:
-    return any(cfg.get(key) for key in ("file", "url", "hf_hub_id", "state_dict"))
+class StructInitVisionTransformer(VisionTransformer):
+    """timm's ``VisionTransformer`` whose attention starts from ``attention_init``.
 
-
-def create_structinit_vit(
-    variant: str,
-    pretrained: bool = False,
-    attention_init: str = "impulse",
-    pos_embed: str = "sincos",
-    **kwargs: Any,
-) -> VisionTransformer:
-    """Build a timm ``VisionTransformer`` and initialize its attention with ``attention_init``.
-
-    ``pos_embed="sincos"`` gives the fixed 2-D sin-cos position embedding of the paper (a frozen
-    parameter, so stock timm still loads the checkpoint); ``"learn"`` and ``"none"`` are timm's.
-    Impulse options (``kernel_size``, ``seed``, ``pseudo_input``, ``sharpness``, ``solver``,
-    ``per_layer``, ``suppress_content``) go to :func:`~structinit_hf.init.apply_structured_init`.
-    With ``pretrained=True`` the weights are loaded and no solver runs; otherwise the model's
-    ``structinit_settings`` record the init it got (see :func:`init_settings`).
+    ``attention_init`` is ``"impulse"`` (keyword options: the fields of :class:`~structinit_hf.init.ImpulseOptions`),
+    ``"mimetic"`` (``seed``) or ``"default"`` (timm's init only). ``pos_embed="sincos"`` is the paper's fixed 2-D
+    sin-cos code, a persistent buffer (every parameter trains; the ``pos_embed`` key stays, so stock timm loads the
+    checkpoint); it is a parameter when the init writes a learned-style code (``pseudo_input="learned"``, v2).
+    ``"learn"`` and ``"none"`` are timm's. The structured init runs in :meth:`init_weights`, after timm's, and
+    is skipped on the meta device; ``structinit_settings`` records what ran (``None`` where nothing did).
     """
-    if attention_init not in INIT_METHODS:
-        raise ValueError(f"unknown attention_init {attention_init!r}; expected one of {', '.join(INIT_METHODS)}")
-    if pos_embed not in POS_EMBEDS:
-        raise ValueError(f"unknown pos_embed {pos_embed!r}; expected one of {', '.join(POS_EMBEDS)}")
-    options = _init_options(attention_init, kwargs)
-    if attention_init == "impulse":
-        ImpulseOptions(**options)  # fail on bad options before building anything
-    check_geometry(
-        kwargs.get("img_size", 224),
-        kwargs.get("patch_size", 16),
-        kwargs.get("embed_dim", 768),
-        kwargs.get("num_heads", 12),
-        sincos=pos_embed == "sincos",
-    )
-    if pretrained:
-        cfg = resolve_pretrained_cfg(
-            variant, kwargs.get("pretrained_cfg"), kwargs.get("pretrained_cfg_overlay")
-        ).to_dict()
-        if not _has_weights(cfg):
-            raise ValueError(
-                f"{variant} has no published weights yet; pass pretrained=False, or a local file with "
-                "pretrained_cfg_overlay=dict(file='model.safetensors')"
-            )
+
+    structinit_settings: dict[str, Any] | None = None
+
+    def __init__(
+        self, attention_init: str = "impulse", pos_embed: str = "sincos", weight_init: str = "", **kwargs: Any
+    ) -> None:
+        options = _pop_options(kwargs)
+        settings = init_settings(attention_init, options)  # validates before anything is built
+        if pos_embed not in POS_EMBEDS:
+            raise ValueError(f"unknown pos_embed {pos_embed!r}; expected one of {', '.join(POS_EMBEDS)}")
+        embed_dim, num_heads = kwargs.get("embed_dim", 768), kwargs.get("num_heads", 12)
+        check_geometry(
+            kwargs.get("img_size", 224), kwargs.get("patch_size", 16), embed_dim, num_heads, pos_embed == "sincos"
+        )
+        super().__init__(pos_embed="none" if pos_embed == "none" else "learn", weight_init="skip", **kwargs)
+        self.attention_init, self.init_options = attention_init, options
+        # what rebuilds this network in stock timm (exported checkpoints name a stock architecture with these)
+        self.network_args = {
+            **{k: v for k, v in kwargs.items() if k not in ("num_classes", "device", "dtype")},
+            "pos_embed": "none" if pos_embed == "none" else "learn",
+        }
+        self.fixed_pos_embed = pos_embed == "sincos" and settings.get("pseudo_input") != "learned"
+        if self.fixed_pos_embed:
+            self._pos_embed_to_buffer()
+        self.weight_init_mode = "reset" if weight_init == "skip" else weight_init
+        if weight_init != "skip":
+            self.init_weights(needs_reset=False)
+
+    def _pos_embed_to_buffer(self) -> None:
+        value = self.pos_embed.detach()
+        del self.pos_embed
+        self.register_buffer("pos_embed", value)
+
+    @property
+    def stock_architecture(self) -> str:
+        """The stock timm name whose builder, given :attr:`network_args`, makes this network (for exports)."""
+        return _STOCK_VIT_NAMES.get(self.embed_dim, "vit_base_patch16_224")
+
+    @property
+    def gradient_checkpointing(self) -> bool:
+        """timm's ``grad_checkpointing`` under the name transformers reads (``is_activation_checkpointing``)."""
+        return self.grad_checkpointing
+
+    @torch.no_grad()
+    def init_weights(self, mode: str = "", needs_reset: bool = True) -> None:
+        """timm's init (``mode`` as timm's), then the fixed position code, then the attention init."""
+        super().init_weights(mode, needs_reset)
+        if self.patch_embed.proj.weight.is_meta:  # an empty skeleton to load weights into: nothing to write
+            self.structinit_settings = None
+            return
+        if self.pos_embed is not None and self.fixed_pos_embed:
+            prefix = 0 if self.no_embed_class else self.num_prefix_tokens
+            self.pos_embed.zero_()
+            self.pos_embed[:, prefix:] = sincos_2d(self.patch_embed.grid_size, self.embed_dim)
+        apply_structured_init(self, self.attention_init, **self.init_options)
+        self.structinit_settings = init_settings(self.attention_init, self.init_options)
+        shifts = getattr(self, "structinit_shifts", None)
+        if shifts is not None:
+            self.structinit_settings["shifts"] = shifts
+        if (mode or self.weight_init_mode) not in ("", None):
+            self.structinit_settings["weight_init"] = mode or self.weight_init_mode
+
+    def init_non_persistent_buffers(self) -> None:
+        """Called by transformers' ``TimmWrapperPreTrainedModel._init_weights`` after it re-drew every ``nn.Linear``
+        from N(0, initializer_range): a freshly initialized model (``from_config``) gets its own init back; a loaded
+        one (built on the meta device, ``structinit_settings`` is ``None``) is left alone."""
+        if self.structinit_settings is not None:
+            self.init_weights()
+
+    def set_input_size(self, img_size: Any = None, patch_size: Any = None) -> None:
+        """timm's resize (the position code resampled to the new grid), keeping a fixed code a buffer."""
+        super().set_input_size(img_size=img_size, patch_size=patch_size)
+        if self.fixed_pos_embed and isinstance(self.pos_embed, nn.Parameter):
+            self._pos_embed_to_buffer()
+
+
+def _input_cfg(model_args: dict[str, Any]) -> dict[str, Any]:
+    """The pretrained cfg entries that follow the network's keywords (``input_size``, ``num_classes``)."""
+    size = to_pair(model_args.get("img_size", 224), "img_size")
+    cfg = {"input_size": (model_args.get("in_chans", 3), *size)}
+    if "num_classes" in model_args:
+        cfg["num_classes"] = model_args["num_classes"]
+    return cfg
+
+
+def _create_vit(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitVisionTransformer:
+    """Build the registered ``variant`` from its entry in :data:`~structinit_hf.variants.TIMM_VARIANTS`.
+
+    With ``pretrained=True`` the weights are loaded and the attention init does not run.
+    """
+    _require_hub_weights(variant, pretrained, kwargs)
+    model_args = dict(TIMM_VARIANTS[variant].model_args, **kwargs)
+    if pretrained:  # the same network, built without solving: its weights are loaded
+        settings = init_settings(model_args.pop("attention_init", "impulse"), _pop_options(model_args))
+        if settings.get("pseudo_input") == "learned" and model_args.get("pos_embed", "sincos") == "sincos":
+            model_args["pos_embed"] = "learn"  # v2's code trains: a parameter
+        model_args["attention_init"] = "default"
+    overlay = {**_input_cfg(model_args), **(model_args.pop("pretrained_cfg_overlay", None) or {})}
     model = build_model_with_cfg(
-        VisionTransformer,
+        StructInitVisionTransformer,
         variant,
         pretrained,
         pretrained_filter_fn=checkpoint_filter_fn,
+        pretrained_cfg_overlay=overlay,
         feature_cfg=dict(out_indices=3, feature_cls="getter"),
-        pos_embed="none" if pos_embed == "none" else "learn",
-        **kwargs,
+        **model_args,
     )
-    if pos_embed == "sincos":
-        model.pos_embed.requires_grad_(False)
-    if not pretrained:
-        if pos_embed == "sincos":
-            with torch.no_grad():
-                prefix = 0 if model.no_embed_class else model.num_prefix_tokens
-                model.pos_embed.zero_()
-                model.pos_embed[:, prefix:] = sincos_2d(model.patch_embed.grid_size, model.embed_dim)
-        apply_structured_init(model, attention_init, **options)
-        model.structinit_settings = init_settings(attention_init, options)
-        if model.structinit_settings.get("pseudo_input") == "learned":  # v2: a learned embedding, drawn as timm does
-            model.pos_embed.requires_grad_(True)
-        if kwargs.get("weight_init"):  # timm's init of everything else, e.g. 'reset' for PyTorch's defaults
-            model.structinit_settings["weight_init"] = kwargs["weight_init"]
-    model.pretrained_cfg = {
-        **model.pretrained_cfg,
-        "input_size": (model.patch_embed.proj.in_channels, *model.patch_embed.img_size),
-        "num_classes": model.num_classes,
-    }
+    if pretrained:
+        getattr(model, "model", model).structinit_settings = None  # loaded, not initialized (features: wrapped)
     return model
+
+
+def _pop_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {name: kwargs.pop(name) for name in IMPULSE_KWARGS if name in kwargs}
 
 
 def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> ConVit:
@@ -137,39 +187,27 @@ def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> Con
     check_geometry(
         kwargs.get("img_size", 224), kwargs.get("patch_size", 16), kwargs.get("embed_dim", 48) * heads, heads
     )
+    overlay = {**_input_cfg(kwargs), **(kwargs.pop("pretrained_cfg_overlay", None) or {})}
     model = build_model_with_cfg(
-        ConVit, variant, pretrained, feature_cfg=dict(out_indices=3, feature_cls="getter"), **kwargs
+        ConVit,
+        variant,
+        pretrained,
+        pretrained_cfg_overlay=overlay,
+        feature_cfg=dict(out_indices=3, feature_cls="getter"),
+        **kwargs,
     )
-    img_size = to_pair(model.patch_embed.img_size, "img_size")
-    model.pretrained_cfg = {**model.pretrained_cfg, "input_size": (3, *img_size), "num_classes": model.num_classes}
+    model.stock_architecture = "convit_tiny"  # exports name it, with the arguments that rebuild this network
+    model.network_args = {k: v for k, v in kwargs.items() if k not in ("num_classes", "device", "dtype")}
     return model
-
-
-def _cfg(img_size: int, num_classes: int, crop_pct: float, mean: tuple, std: tuple, paper_ids: str) -> dict[str, Any]:
-    return {
-        "url": "",
-        "num_classes": num_classes,
-        "input_size": (3, *to_pair(img_size, "img_size")),
-        "pool_size": None,
-        "crop_pct": crop_pct,
-        "interpolation": "bicubic",
-        "fixed_input_size": True,
-        "mean": mean,
-        "std": std,
-        "first_conv": "patch_embed.proj",
-        "classifier": "head",
-        "license": "apache-2.0",
-        "paper_ids": paper_ids,
-    }
 
 
 default_cfgs = generate_default_cfgs(
     {
         **{
-            name: _cfg(variant.model_args["img_size"], paper_ids=variant.paper_ids, **variant.data)
+            name: pretrained_cfg(variant.model_args["img_size"], variant.data, variant.paper_ids)
             for name, variant in TIMM_VARIANTS.items()
         },
-        "convit_tiny_patch2_32": _cfg(32, paper_ids="arXiv:2103.10697", **CIFAR10_DATA),
+        "convit_tiny_patch2_32": pretrained_cfg(32, CIFAR10_DATA, "arXiv:2103.10697"),
     }
 )
 
@@ -190,15 +228,21 @@ _add_hub_checkpoint_tags(default_cfgs)
 
 
 def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any]) -> None:
-    """Fail early, naming the repo, when a published checkpoint must come from the Hub but the Hub is off.
+    """Fail early, naming what to pass, when ``pretrained=True`` has no weights to load.
 
     timm passes the tag of ``vit_tiny_impulse3.cifar10`` as ``pretrained_cfg="cifar10"``; that cfg's ``hf_hub_id``
     is downloaded online and read from the local cache offline (``HF_HUB_OFFLINE=1``).
     """
-    tag = kwargs.get("pretrained_cfg")
-    if not pretrained or not isinstance(tag, str) or (kwargs.get("pretrained_cfg_overlay") or {}).get("file"):
+    if not pretrained or (kwargs.get("pretrained_cfg_overlay") or {}).get("file"):
         return
-    repo_id = getattr(get_pretrained_cfg(f"{variant}.{tag}"), "hf_hub_id", None)
+    tag = kwargs.get("pretrained_cfg")
+    cfg = get_pretrained_cfg(f"{variant}.{tag}" if isinstance(tag, str) else variant)
+    repo_id = getattr(cfg, "hf_hub_id", None)
+    if not (repo_id or getattr(cfg, "url", None) or getattr(cfg, "file", None) or isinstance(tag, dict)):
+        raise ValueError(
+            f"{variant} has no published weights yet; pass pretrained=False, or a local file with "
+            "pretrained_cfg_overlay=dict(file='model.safetensors')"
+        )
     if repo_id and is_offline_mode() and not isinstance(try_to_load_from_cache(repo_id, "model.safetensors"), str):
         raise LocalEntryNotFoundError(
             f"{variant}.{tag} loads its weights from the Hub repo {repo_id}, but HF_HUB_OFFLINE is set and they are "
@@ -207,40 +251,34 @@ def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any])
         )
 
 
-def _vit(variant: str, pretrained: bool, kwargs: dict[str, Any]) -> VisionTransformer:
-    """Build the registered ``variant`` from its entry in :data:`~structinit_hf.hf.variants.TIMM_VARIANTS`."""
-    _require_hub_weights(variant, pretrained, kwargs)
-    return create_structinit_vit(variant, pretrained, **dict(TIMM_VARIANTS[variant].model_args, **kwargs))
-
-
 @register_model
-def vit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> VisionTransformer:
+def vit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, with timm's default init: the control of the paper's CIFAR runs."""
-    return _vit("vit_tiny_patch2_32", pretrained, kwargs)
+    return _create_vit("vit_tiny_patch2_32", pretrained, **kwargs)
 
 
 @register_model
-def vit_tiny_impulse3(pretrained: bool = False, **kwargs) -> VisionTransformer:
+def vit_tiny_impulse3(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, attention initialized as random 3x3 impulse filters."""
-    return _vit("vit_tiny_impulse3", pretrained, kwargs)
+    return _create_vit("vit_tiny_impulse3", pretrained, **kwargs)
 
 
 @register_model
-def vit_tiny_impulse5(pretrained: bool = False, **kwargs) -> VisionTransformer:
+def vit_tiny_impulse5(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, attention initialized as random 5x5 impulse filters."""
-    return _vit("vit_tiny_impulse5", pretrained, kwargs)
+    return _create_vit("vit_tiny_impulse5", pretrained, **kwargs)
 
 
 @register_model
-def vit_tiny_mimetic(pretrained: bool = False, **kwargs) -> VisionTransformer:
+def vit_tiny_mimetic(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, with mimetic attention init (Trockman & Kolter 2023)."""
-    return _vit("vit_tiny_mimetic", pretrained, kwargs)
+    return _create_vit("vit_tiny_mimetic", pretrained, **kwargs)
 
 
 @register_model
-def vit_mimetic(pretrained: bool = False, **kwargs) -> VisionTransformer:
+def vit_mimetic(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """Alias of ``vit_tiny_mimetic``."""
-    return _vit("vit_mimetic", pretrained, kwargs)
+    return _create_vit("vit_mimetic", pretrained, **kwargs)
 
 
 @register_model
@@ -251,18 +289,18 @@ def convit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> ConVit:
 
 
 @register_model
-def vit_tiny_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
+def vit_tiny_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _vit("vit_tiny_impulse3_patch16_224", pretrained, kwargs)
+    return _create_vit("vit_tiny_impulse3_patch16_224", pretrained, **kwargs)
 
 
 @register_model
-def vit_small_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
+def vit_small_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Small/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _vit("vit_small_impulse3_patch16_224", pretrained, kwargs)
+    return _create_vit("vit_small_impulse3_patch16_224", pretrained, **kwargs)
 
 
 @register_model
-def vit_base_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> VisionTransformer:
+def vit_base_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Base/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _vit("vit_base_impulse3_patch16_224", pretrained, kwargs)
+    return _create_vit("vit_base_impulse3_patch16_224", pretrained, **kwargs)

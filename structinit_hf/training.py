@@ -21,7 +21,6 @@ from typing import Any
 import torch
 from accelerate.utils import set_seed
 from timm.models import save_for_hf
-from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -43,7 +42,6 @@ from .evaluation import (
     results_record,
 )
 from .export import save_checkpoint
-from .hf.variants import TIMM_VARIANTS
 from .run_setup import Run, setup_run
 from .tensor_data import INPUT_PIPELINES
 
@@ -285,15 +283,15 @@ def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) 
 def save_final_model(model: nn.Module, out_dir: Path, label_names: list[str]) -> Path:
     """Write the trained model to ``out_dir`` so that timm and transformers both load it.
 
-    A registered structinit ViT goes through :func:`structinit_hf.export.save_checkpoint` (timm's
-    format under a stock timm name, plus transformers' config and image processor); another timm model
+    A model of this package goes through :func:`structinit_hf.export.save_checkpoint` (a stock
+    ``timm_wrapper`` folder under a stock timm name, with the init it started from); another timm model
     is saved in timm's format, which transformers loads through its ``TimmWrapper``; a transformers
     model is saved with ``save_pretrained``, beside the image processor it was loaded with (if any), so
     ``AutoImageProcessor`` and evaluation read the trained folder as they read the original.
     """
     if isinstance(model, ClassifierLogits):
         return replace_folder(out_dir, lambda folder: _save_transformers_folder(model, folder))
-    if isinstance(model, VisionTransformer) and model.pretrained_cfg.get("architecture") in TIMM_VARIANTS:
+    if hasattr(model, "network_args"):  # a model of this package's names (ViTs and the ConViT peer)
         return save_checkpoint(model, out_dir, label_names=label_names)
     return replace_folder(out_dir, lambda folder: save_timm_folder(model, folder, label_names))
 

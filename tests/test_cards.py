@@ -87,8 +87,8 @@ def test_card_metadata_and_numbers_match_results(run, tmp_path):
         assert f"| `{name}` | `{value}` |" in body
     assert "3 epochs" in body and "13,980 images seen" in body and "1.2 h wall time" in body
     assert f'timm.create_model("hf-hub:{REPO_ID}", pretrained=True)' in body
-    assert f'AutoModelForImageClassification.from_pretrained("{REPO_ID}", trust_remote_code=True)' in body
-    assert f'pipeline("image-classification", model="{REPO_ID}", trust_remote_code=True)' in body
+    assert f'AutoModelForImageClassification.from_pretrained("{REPO_ID}")' in body
+    assert f'pipeline("image-classification", model="{REPO_ID}")' in body
     assert "![Initial attention maps](attention_init.png)" in body and (folder / "attention_init.png").is_file()
     for arxiv_id in ("2404.01139", "2305.09828", "2103.10697"):
         assert arxiv_id in body

@@ -17,7 +17,7 @@ from transformers import DeiTImageProcessor, ViTConfig, ViTForImageClassificatio
 
 from structinit_hf.cli import run_script
 from structinit_hf.evaluation import eval_transform, evaluation_parser, load_model, model_data_config, run_evaluation
-from structinit_hf.hf.variants import CIFAR10_MEAN, CIFAR10_STD
+from structinit_hf.variants import CIFAR10_MEAN, CIFAR10_STD
 
 REPO = Path(__file__).resolve().parents[1]
 MEAN, STD = 0.4, 0.2

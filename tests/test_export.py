@@ -1,4 +1,4 @@
-"""save_checkpoint: one folder that loads in timm (stock too), transformers and the image-classification pipeline."""
+"""save_checkpoint: a stock timm_wrapper folder that stock timm, stock transformers and the pipeline load."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ import pytest
 import timm
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoImageProcessor, AutoModelForImageClassification, pipeline
+from transformers import AutoImageProcessor, AutoModelForImageClassification, TimmWrapperConfig, pipeline
 from without_package import run_without_package
 
 import structinit_hf
 from structinit_hf import export
-from structinit_hf.hf import StructInitViTConfig
-from structinit_hf.hf.variants import TIMM_VARIANTS
-from structinit_hf.timm_models import create_structinit_vit
+from structinit_hf.variants import TIMM_VARIANTS
 
 LABELS = [f"class_{i}" for i in range(10)]
 
@@ -35,14 +33,7 @@ def test_timm_model_checkpoint_loads_in_timm_and_transformers(tmp_path: Path):
     model = _tiny_timm()
     folder = structinit_hf.save_checkpoint(model, tmp_path / "final", label_names=LABELS)
     assert folder == tmp_path / "final"
-    assert {p.name for p in folder.iterdir()} == {
-        "config.json",
-        "model.safetensors",
-        "preprocessor_config.json",
-        "configuration_structinit_vit.py",
-        "modeling_structinit_vit.py",
-        "variants.py",  # imported by the configuration module
-    }
+    assert {p.name for p in folder.iterdir()} == {"config.json", "model.safetensors"}  # no remote code
     assert set(load_file(folder / "model.safetensors")) == set(model.state_dict())
 
     config = json.loads((folder / "config.json").read_text())
@@ -50,14 +41,14 @@ def test_timm_model_checkpoint_loads_in_timm_and_transformers(tmp_path: Path):
     assert "num_classes" not in config["model_args"]
     assert config["model_args"]["depth"] == 1 and config["model_args"]["embed_dim"] == 64
     assert (config["num_classes"], config["num_features"], config["label_names"]) == (10, 64, LABELS)
-    assert config["pretrained_cfg"]["input_size"] == [3, 16, 16] and config["pretrained_cfg"]["num_classes"] == 10
+    assert config["pretrained_cfg"]["input_size"] == [3, 16, 16]
     assert {"mean", "std", "crop_pct", "interpolation"} <= set(config["pretrained_cfg"])
     assert config["structinit"]["attention_init"] == "impulse"
     assert (config["structinit"]["kernel_size"], config["structinit"]["seed"]) == (5, 2)
     # every option the init used, not only those given: a checkpoint must not change meaning when a default moves
-    assert config["structinit"] == model.structinit_settings
-    assert config["model_type"] == "structinit_vit" and config["id2label"]["3"] == "class_3"
-    assert set(config["auto_map"]) == {"AutoConfig", "AutoModel", "AutoModelForImageClassification"}
+    settings = {k: v for k, v in model.structinit_settings.items() if k != "shifts"}
+    assert config["structinit"] == {"architecture": "vit_tiny_impulse5", **settings}
+    assert config["model_type"] == "timm_wrapper" and "auto_map" not in config
 
     pixels = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
@@ -69,8 +60,13 @@ def test_timm_model_checkpoint_loads_in_timm_and_transformers(tmp_path: Path):
     assert from_transformers.config.id2label[7] == "class_7"
 
 
-def test_checkpoint_loads_in_stock_timm_without_the_package(tmp_path: Path):
-    model = _tiny_timm()
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["vit_tiny_impulse3", "convit_tiny_patch2_32"])
+def test_checkpoint_loads_in_stock_timm_and_transformers_without_the_package(tmp_path: Path, name: str):
+    """A fresh Python where structinit_hf cannot be imported: stock timm and stock transformers load the folder
+    (no trust_remote_code) and compute the same logits."""
+    small = dict(depth=2) if name.startswith("convit") else dict(depth=1, embed_dim=64, num_heads=2)
+    model = timm.create_model(name, img_size=16, num_classes=3, **small).eval()
     folder = structinit_hf.save_checkpoint(model, tmp_path / "final")
     pixels = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
@@ -82,13 +78,17 @@ def test_checkpoint_loads_in_stock_timm_without_the_package(tmp_path: Path):
         import timm, torch
         from safetensors.torch import load_file
         io = load_file({str(tmp_path / "io.safetensors")!r})
+        from transformers import AutoModelForImageClassification
         model = timm.create_model("local-dir:{folder}", pretrained=True).eval()
+        wrapped = AutoModelForImageClassification.from_pretrained({str(folder)!r}).eval()
         with torch.no_grad():
             assert torch.equal(model(io["pixels"]), io["logits"])
-        print("stock timm ok")
+            assert torch.equal(wrapped(io["pixels"]).logits, io["logits"])
+        print("stock timm ok", type(model).__name__, type(wrapped).__name__)
         """
     )
-    assert "stock timm ok" in run_without_package(script, tmp_path)
+    out = run_without_package(script, tmp_path)
+    assert "stock timm ok" in out and "TimmWrapperForImageClassification" in out
 
 
 def test_pipeline_classifies_a_real_cifar_image(tmp_path: Path, cifar10_small: Path):
@@ -112,15 +112,13 @@ def test_pipeline_classifies_a_real_cifar_image(tmp_path: Path, cifar10_small: P
     assert [p["score"] for p in predictions] == pytest.approx(top.values.tolist(), abs=1e-5)
 
 
-def test_transformers_model_checkpoint_and_no_image_processor(tmp_path: Path):
+def test_transformers_model_exports_the_same_stock_folder(tmp_path: Path):
+    model_args = dict(img_size=16, embed_dim=64, num_heads=2, depth=1)
     model = AutoModelForImageClassification.from_config(
-        StructInitViTConfig(image_size=16, hidden_size=64, num_attention_heads=2, num_hidden_layers=1, num_labels=3)
+        TimmWrapperConfig(architecture="vit_tiny_impulse3", model_args=model_args, num_labels=3)
     )
-    folder = structinit_hf.save_checkpoint(
-        model, tmp_path / "final", label_names=["a", "b", "c"], image_processor=False
-    )
-    assert not (folder / "preprocessor_config.json").exists()
-    assert model.config.id2label == {0: "a", 1: "b", 2: "c"}
+    folder = structinit_hf.save_checkpoint(model, tmp_path / "final", label_names=["a", "b", "c"])
+    assert json.loads((folder / "config.json").read_text())["architecture"] == "vit_base_patch16_224"
     loaded = AutoModelForImageClassification.from_pretrained(folder)
     assert loaded.config.label2id == {"a": 0, "b": 1, "c": 2}
     assert torch.equal(loaded.timm_model.blocks[0].attn.qkv.weight, model.timm_model.blocks[0].attn.qkv.weight)
@@ -130,10 +128,10 @@ def test_a_failed_save_leaves_the_existing_checkpoint_untouched(tmp_path: Path, 
     good = structinit_hf.save_checkpoint(_tiny_timm(), tmp_path / "final", label_names=LABELS)
     before = {p.name: p.read_bytes() for p in good.iterdir()}
 
-    def broken(config):
+    def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(export, "image_processor_for", broken)
+    monkeypatch.setattr(export, "save_file", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         structinit_hf.save_checkpoint(_tiny_timm(), tmp_path / "final", label_names=list("abcdefghij"))
     assert {p.name: p.read_bytes() for p in good.iterdir()} == before
@@ -147,20 +145,13 @@ def test_a_failed_save_leaves_the_existing_checkpoint_untouched(tmp_path: Path, 
 
 def test_bad_input_is_rejected(tmp_path: Path):
     model = _tiny_timm()
-    with pytest.raises(ValueError, match="3 names but the model has 10 classes"):
+    with pytest.raises(ValueError, match="label_names must be 10 unique names"):
         structinit_hf.save_checkpoint(model, tmp_path / "a", label_names=["x", "y", "z"])
     with pytest.raises(ValueError, match="unique"):
         structinit_hf.save_checkpoint(model, tmp_path / "a", label_names=["x"] * 10)
     stock = timm.create_model("vit_tiny_patch16_224", img_size=32)
-    with pytest.raises(ValueError, match="vit_tiny_patch16_224"):
+    with pytest.raises(TypeError, match="got VisionTransformer"):
         structinit_hf.save_checkpoint(stock, tmp_path / "a")
-    with pytest.raises(TypeError, match="ConVit"):
-        structinit_hf.save_checkpoint(timm.create_model("convit_tiny_patch2_32", img_size=16, depth=1), tmp_path / "a")
-    unrecorded = create_structinit_vit(
-        "vit_tiny_impulse3", img_size=16, depth=1, embed_dim=64, num_heads=2, attention_init="default"
-    )
-    with pytest.raises(ValueError, match="timm.create_model"):
-        structinit_hf.save_checkpoint(unrecorded, tmp_path / "a")
     assert list(tmp_path.iterdir()) == []
 
 

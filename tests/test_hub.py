@@ -82,11 +82,11 @@ def _assert_loads_both_ways(folder: Path, images: torch.Tensor, logits: torch.Te
     with torch.no_grad():
         torch.testing.assert_close(model(images), logits)
     assert model.pretrained_cfg["label_names"] == CIFAR10_LABELS
-    hf_model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
+    hf_model = AutoModelForImageClassification.from_pretrained(folder).eval()
     with torch.no_grad():
         torch.testing.assert_close(hf_model(pixel_values=images).logits, logits)
     assert [hf_model.config.id2label[i] for i in range(10)] == CIFAR10_LABELS
-    classifier = pipeline("image-classification", model=str(folder), trust_remote_code=True)  # the card's snippet
+    classifier = pipeline("image-classification", model=str(folder))  # the card's snippet
     predictions = classifier(Image.new("RGB", (16, 16), (90, 140, 200)), top_k=3)
     assert len(predictions) == 3 and {p["label"] for p in predictions} <= set(CIFAR10_LABELS)
 

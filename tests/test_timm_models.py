@@ -10,7 +10,7 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
 import structinit_hf  # noqa: F401  (registers the models)
 from structinit_hf import impulse
-from structinit_hf.hf import variants
+from structinit_hf import variants
 
 TINY = dict(img_size=16, patch_size=2, depth=1)  # an 8x8 patch grid fits the 5x5 kernel
 OUR_NAMES = [

@@ -1,11 +1,7 @@
-"""The registered plain ViTs, their geometry and normalization: the one table both routes read.
+"""The registered plain ViTs: geometry, init and pretrained cfg, written once.
 
-``structinit_hf.timm_models`` registers one timm name per entry and builds it from ``model_args``;
-``StructInitViTConfig.from_timm_name`` turns the same entry into a transformers config.  The geometry
-checks both routes run are :func:`check_geometry`.
-
-Plain Python on purpose: it is saved with every checkpoint as remote code, beside
-``configuration_structinit_vit.py``, and must import where neither structinit-hf nor timm is installed.
+``structinit_hf.timm_models`` registers one timm name per entry, builds it from ``model_args`` and gives it
+:func:`pretrained_cfg`; transformers reaches the same names through ``TimmWrapperConfig(architecture=name)``.
 """
 
 from __future__ import annotations
@@ -23,6 +19,7 @@ __all__ = [
     "TIMM_VARIANTS",
     "Variant",
     "check_geometry",
+    "pretrained_cfg",
     "to_pair",
 ]
 
@@ -38,7 +35,7 @@ IMAGENET_DATA = dict(num_classes=1000, crop_pct=0.9, mean=IMAGENET_MEAN, std=IMA
 
 @dataclass(frozen=True)
 class Variant:
-    """A registered name: ``create_structinit_vit`` keywords (geometry, init) and its pretrained cfg's data."""
+    """A registered name: ``StructInitVisionTransformer`` keywords (geometry, init) and its pretrained cfg's data."""
 
     model_args: dict[str, Any]
     data: dict[str, Any] = field(default_factory=lambda: dict(CIFAR10_DATA))
@@ -69,6 +66,22 @@ TIMM_VARIANTS: dict[str, Variant] = {
         dict(_IMAGENET, embed_dim=768, num_heads=12, attention_init="impulse", kernel_size=3), IMAGENET_DATA
     ),
 }
+
+
+def pretrained_cfg(img_size: int, data: dict[str, Any], paper_ids: str) -> dict[str, Any]:
+    """timm's pretrained cfg of a registered name (no weights: ``url`` empty)."""
+    return {
+        "url": "",
+        "input_size": (3, *to_pair(img_size, "img_size")),
+        "pool_size": None,
+        "interpolation": "bicubic",
+        "fixed_input_size": True,
+        "first_conv": "patch_embed.proj",
+        "classifier": "head",
+        "license": "apache-2.0",
+        "paper_ids": paper_ids,
+        **data,
+    }
 
 
 def to_pair(value: int | tuple[int, int] | list[int], name: str) -> tuple[int, int]:
