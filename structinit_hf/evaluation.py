@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import platform
 import re
 import time
@@ -224,6 +225,8 @@ def load_model(
     if source.startswith("hf-hub:"):
         ensure_hub_reachable(source.removeprefix("hf-hub:"), "model")
         return create_timm_model(source, pretrained=True, **timm_kwargs), {}
+    if source.startswith((".", "/", "~")) or (os.sep in source and source.count("/") != 1):
+        raise UsageError(f"model folder {source!r} does not exist; pass a checkpoint folder (with config.json)")
     if timm.is_model(source):
         model = create_timm_model(source, **timm_kwargs)
         return model, dict(getattr(model, "structinit_settings", {}))

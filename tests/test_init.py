@@ -163,7 +163,7 @@ def test_presets_fix_their_options_and_refuse_a_clash() -> None:
     v2 = ImpulseOptions(preset="v2", seed=3)
     assert {name: getattr(v2, name) for name in PRESETS["v2"]} == PRESETS["v2"] and v2.seed == 3
     assert ImpulseOptions(preset="v2", kernel_size=3, solver="pinv") == ImpulseOptions(preset="v2")  # same values pass
-    with pytest.raises(ValueError, match=r"preset 'v2' fixes kernel_size=5 \(it fixes 3\), solver='svd'"):
+    with pytest.raises(ValueError, match=r"preset 'v2' sets kernel_size=3 \(got 5\), solver='pinv' \(got 'svd'\)"):
         ImpulseOptions(preset="v2", kernel_size=5, solver="svd")
     with pytest.raises(ValueError, match="unknown impulse preset 'v3'; expected one of structinit, v1, v2"):
         ImpulseOptions(preset="v3")
@@ -189,7 +189,7 @@ def test_timm_models_record_the_preset_and_train_v2s_position_embedding() -> Non
     assert v2.structinit_settings["preset"] == "v2" and v2.structinit_settings["solver"] == "pinv"
     assert v2.pos_embed.requires_grad and timm.create_model("vit_tiny_impulse3", **tiny, **PINV).pos_embed.requires_grad
     assert not timm.create_model("vit_tiny_impulse3", **tiny).pos_embed.requires_grad  # a fixed sin-cos code
-    with pytest.raises(ValueError, match="preset 'v2' fixes kernel_size=5"):
+    with pytest.raises(ValueError, match=r"preset 'v2' sets kernel_size=3 \(got 5\)"):
         timm.create_model("vit_tiny_impulse5", preset="v2", **tiny)
 
 
