@@ -43,12 +43,13 @@ def solver_rows(repeats: int) -> list[dict]:
     cases = (("adam", "sincos"), ("pinv", "learned"), ("pinv", "sincos"), ("svd", "sincos"), ("shift", "sincos"))
     rows = []
     for kernel_size in (3, 5):
-        targets = impulse.impulse_targets(16, impulse.impulse_shifts(3, kernel_size, seed=0, grid_size=16))
+        shifts = impulse.impulse_shifts(3, kernel_size, seed=0, grid_size=16)
+        targets = impulse.impulse_targets(16, shifts)
         for method, code in cases:
             x, times = inputs[code], []
             for _ in range(1 if method == "adam" else repeats):
                 start = time.perf_counter()
-                q, k = impulse.solve_qk(x, targets, 64, method, qk_frobenius=7.0 if method == "pinv" else 0.0)
+                q, k = impulse.solve_qk(x, shifts, 16, 64, method, qk_frobenius=7.0 if method == "pinv" else 0.0)
                 times.append(time.perf_counter() - start)
             fidelity = impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)
             seconds = statistics.median(times)
@@ -84,9 +85,8 @@ def health_rows(data: Path, num_images: int, arms: list[str]) -> dict:
         model = timm.create_model(arm.model, **arm.model_kwargs).eval()
         transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))
         images = torch.stack([transform(image.convert("RGB")) for image in test["img"]])
-        settings = {k: v for k, v in model.structinit_settings.items() if k != "attention_init"}
         impulse_init = model.structinit_settings["attention_init"] == "impulse"
-        targets = impulse_block_targets(model, **settings) if impulse_init else None  # the shifts this build drew
+        targets = impulse_block_targets(model) if impulse_init else None  # the shifts this build recorded
         rows[name] = init_health(model, images, targets)
     return rows
 

@@ -141,13 +141,13 @@ class ImpulseOptions:
             raise ValueError(f"unknown impulse preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
         fixed = PRESETS[self.preset]
         clashes = [  # in field order, whatever the order the preset lists them in
-            f"{name}={getattr(self, name)!r} (it fixes {fixed[name]!r})"
+            f"{name}={fixed[name]!r} (got {getattr(self, name)!r})"
             for name in self.__dataclass_fields__
             if name in fixed and getattr(self, name) is not None and getattr(self, name) != fixed[name]
         ]
         if clashes:
             raise ValueError(
-                f"impulse preset {self.preset!r} fixes {', '.join(clashes)}; drop those options, or use "
+                f"impulse preset {self.preset!r} sets {', '.join(clashes)}; drop those options, or use "
                 "preset='structinit' to set them freely"
             )
         for name, default in PROJECT_DEFAULTS.items():
@@ -380,7 +380,17 @@ def _block_shifts(layout: ViTLayout, options: ImpulseOptions) -> list[torch.Tens
     ]
 
 
-def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
+def _solver_options(options: ImpulseOptions, layout: ViTLayout, basis, checks) -> dict:
+    """The keyword arguments of ``options.solver`` (:data:`~structinit_hf.solvers.SOLVERS`) for this model."""
+    if options.solver == "svd":  # a Frobenius norm replaces the sharpness: the scale it sets would be undone
+        null_keys = len(layout.prefix_tokens) if options.suppress_content else 0
+        sharpness = None if options.qk_frobenius else options.sharpness
+        return dict(sharpness=sharpness, check_inputs=None if checks is None else checks @ basis, null_keys=null_keys)
+    return dict(seed=options.seed)
+
+
+def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> list[list[list[int]]]:
+    """Write the impulse init into ``layout``; returns the ``[dy, dx]`` of every head, per block (plain ints)."""
     device = layout.patch_weight.device
     heads = {(slot.num_heads, slot.head_dim) for slot in layout.attentions}
     if len(heads) != 1:
@@ -402,35 +412,40 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> None:
         checks = _content_samples(layout, code, options.seed).to(device)
 
     # one solve for every block at once (heads are independent): the pseudo input is factored once
-    block_shifts = _block_shifts(layout, options)[: len(layout.attentions) if options.per_layer else 1]
+    block_shifts = _block_shifts(layout, options)
+    solved = block_shifts if options.per_layer else block_shifts[:1]
     q, k = impulse.solve_qk(
         x,
-        torch.cat([impulse.impulse_targets(grid, shifts) for shifts in block_shifts]),
+        torch.cat(solved),
+        grid,
         head_dim,
         options.solver,
-        grid_size=grid,
-        sharpness=options.sharpness,
         basis=basis,
-        check_inputs=checks,
-        null_keys=len(layout.prefix_tokens) if options.suppress_content else 0,
-        seed=options.seed,
         qk_frobenius=options.qk_frobenius,
+        **_solver_options(options, layout, basis, checks),
     )
     q, k = q.split(num_heads), k.split(num_heads)
     for index, slot in enumerate(layout.attentions):
         slot.write_qk(q[index if options.per_layer else 0], k[index if options.per_layer else 0])
     if options.value_init == "mimetic":
         _apply_mimetic_vo(layout, options.seed)
+    return [shifts.tolist() for shifts in block_shifts]
 
 
-def impulse_block_targets(model: nn.Module, **options) -> list[torch.Tensor]:
-    """The impulse target maps (``heads x N x N``, patch tokens) of every block, for these options.
+def impulse_block_targets(model: nn.Module, shifts: list[list[list[int]]] | None = None) -> list[torch.Tensor]:
+    """The impulse target maps (``heads x N x N``, patch tokens) of every block, from recorded shifts.
 
-    Recomputes the shifts :func:`apply_structured_init` draws, so a model's attention can be
-    checked against them (tests, benchmarks, pictures).
+    ``shifts`` (per block, ``[dy, dx]`` per head) default to the model's own ``structinit_shifts``, which
+    :func:`apply_structured_init` records; pass another model's to check this one against its impulses.
     """
-    layout = vit_layout(model)
-    return [impulse.impulse_targets(layout.grid_size, s) for s in _block_shifts(layout, ImpulseOptions(**options))]
+    shifts = getattr(model, "structinit_shifts", None) if shifts is None else shifts
+    if shifts is None:
+        raise ValueError(
+            f"{type(model).__name__} records no impulse shifts (structinit_shifts): it was not built with impulse "
+            "init; pass the shifts of one that was"
+        )
+    grid = vit_layout(model).grid_size
+    return [impulse.impulse_targets(grid, torch.tensor(block, dtype=torch.long)) for block in shifts]
 
 
 def _layer_seed(seed: int, index: int) -> int:
@@ -454,7 +469,8 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     ``method`` is ``"impulse"`` (structured init, arXiv 2404.01139; keyword options are the fields
     of :class:`ImpulseOptions`), ``"mimetic"`` (Trockman & Kolter 2023; takes ``seed``) or
     ``"default"`` (leaves the model as it is).  Impulse init also writes its positional code into
-    the patch slots of the model's absolute position embedding, since the solve assumes it.
+    the patch slots of the model's absolute position embedding, since the solve assumes it, and
+    records every block's shifts as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head).
     """
     if method not in INIT_METHODS:
         raise ValueError(f"unknown init method {method!r}; expected one of {', '.join(INIT_METHODS)}")
@@ -464,7 +480,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
         return model
     layout = vit_layout(model)
     if method == "impulse":
-        _apply_impulse(layout, ImpulseOptions(**options))
+        model.structinit_shifts = _apply_impulse(layout, ImpulseOptions(**options))
     else:
         unknown = set(options) - {"seed"}
         if unknown:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from structinit_hf import impulse
+from structinit_hf import impulse, solvers
 
 
 def brute_force_targets(h: int, w: int, dy: int, dx: int) -> torch.Tensor:
@@ -93,38 +93,58 @@ def test_logit_targets_score_target_row_column_and_rest() -> None:
     assert torch.all(logits[0] == 0)  # query (0, 0) has no target inside the grid
 
 
-def small_problem(kernel_size: int = 3, grid=(5, 6), dim: int = 64, heads: int = 4, seed: int = 0):
+GRID = (5, 6)  # non-square on purpose
+
+
+def small_problem(kernel_size: int = 3, grid=GRID, dim: int = 64, heads: int = 4, seed: int = 0):
     x = impulse.pseudo_input(grid, dim)
-    targets = impulse.impulse_targets(grid, impulse.impulse_shifts(heads, kernel_size, seed, grid))
-    return x, targets, dim // heads
+    shifts = impulse.impulse_shifts(heads, kernel_size, seed, grid)
+    return x, shifts, impulse.impulse_targets(grid, shifts), dim // heads
 
 
 @pytest.mark.parametrize("kernel_size", [1, 3, 5])
 def test_svd_solver_hits_every_target_on_a_non_square_grid(kernel_size: int) -> None:
-    x, targets, head_dim = small_problem(kernel_size)
-    q, k = impulse.solve_qk(x, targets, head_dim, grid_size=(5, 6), sharpness=0.8)
+    x, shifts, targets, head_dim = small_problem(kernel_size)
+    q, k = impulse.solve_qk(x, shifts, GRID, head_dim, sharpness=0.8)
     assert q.shape == k.shape == (4, 64, head_dim)
     fidelity = impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)
     assert fidelity["hit_rate"] == 1.0
     assert fidelity["target_mass"] == pytest.approx(0.8, abs=1e-3)
 
 
-def test_svd_solves_each_distinct_target_once(monkeypatch) -> None:
+def test_shift_index_is_the_sparse_form_of_the_targets() -> None:
+    """Catches the index map the solvers read drifting from the maps the tests and pictures check against."""
+    shifts = torch.tensor([[1, -1], [0, 0], [-2, 2]])
+    target, valid = solvers.shift_index((4, 6), shifts)
+    dense = impulse.impulse_targets((4, 6), shifts)
+    torch.testing.assert_close(valid, dense.sum(-1) > 0)
+    torch.testing.assert_close(target[valid], dense.argmax(-1)[valid])
+
+
+def test_svd_reads_the_logit_target_without_building_it() -> None:
+    """Catches the factored product U^T T U of the svd solver differing from the dense logit target's."""
+    x, shifts, targets, _ = small_problem(5)
+    u = torch.linalg.svd(x.double(), full_matrices=False)[0]
+    dense = u.T @ impulse.impulse_logit_targets(GRID, targets).double() @ u
+    torch.testing.assert_close(solvers._logit_target_core(u, GRID, *solvers.shift_index(GRID, shifts)), dense)
+
+
+def test_svd_solves_each_distinct_shift_once(monkeypatch) -> None:
     """Catches the svd solve losing its dedupe (36 heads of a 3x3 ViT-Tiny solved one by one: +0.3 s a model)
-    or handing a head another target's solution."""
-    x, targets, head_dim = small_problem()
-    repeated = targets[[0, 1, 0, 2, 1, 0]]
+    or handing a head another shift's solution."""
+    x, shifts, _, head_dim = small_problem()
+    repeated = shifts[[0, 1, 0, 2, 1, 0]]
     solved_heads = []
-    closed_form = impulse._closed_form
+    core = solvers._logit_target_core
 
-    def counting(xb, logits, *args):
-        solved_heads.append(logits.shape[0])
-        return closed_form(xb, logits, *args)
+    def counting(u, grid, target, valid):
+        solved_heads.append(len(target))
+        return core(u, grid, target, valid)
 
-    monkeypatch.setattr(impulse, "_closed_form", counting)
-    q, k = impulse.solve_qk(x, repeated, head_dim, grid_size=(5, 6))
-    assert solved_heads == [3]
-    alone_q, alone_k = impulse.solve_qk(x, targets[:3], head_dim, grid_size=(5, 6))
+    monkeypatch.setattr(solvers, "_logit_target_core", counting)
+    q, k = impulse.solve_qk(x, repeated, GRID, head_dim)
+    assert set(solved_heads) == {len(torch.unique(shifts[:3], dim=0))}
+    alone_q, alone_k = impulse.solve_qk(x, shifts[:3], GRID, head_dim)
     torch.testing.assert_close(q, alone_q[[0, 1, 0, 2, 1, 0]], rtol=0, atol=1e-6)
     torch.testing.assert_close(k, alone_k[[0, 1, 0, 2, 1, 0]], rtol=0, atol=1e-6)
 
@@ -136,24 +156,26 @@ def test_shift_solver_is_mimetic_for_the_centre_and_points_elsewhere_at_the_impu
 
     grid = (8, 8)
     x = impulse.pseudo_input(grid, 32, "gaussian", seed=1)  # 64 tokens span all 32 directions: P = I
-    centre = impulse.impulse_targets(grid, torch.zeros(2, 2, dtype=torch.long))
-    q, k = impulse.solve_qk(x, centre, 16, "shift", seed=3)
+    q, k = impulse.solve_qk(x, torch.zeros(2, 2, dtype=torch.long), grid, 16, "shift", seed=3)
     mimetic_q, mimetic_k = mimetic_qk(32, 2, 16, seed=3)
     torch.testing.assert_close(q @ k.transpose(1, 2), mimetic_q @ mimetic_k.transpose(1, 2), rtol=0, atol=1e-5)
 
     grid = (4, 4)
-    x = impulse.pseudo_input(grid, 48, "gaussian", seed=1)
-    targets = impulse.impulse_targets(grid, impulse.impulse_shifts(4, 3, 0, grid))
-    shifted = impulse.target_fidelity(impulse.attention_maps(x, *impulse.solve_qk(x, targets, 16, "shift")), targets)
+    x = impulse.pseudo_input(grid, 48, "gaussian", seed=1)  # 16 tokens, 48 channels: the N x N Gram route
+    shifts = impulse.impulse_shifts(4, 3, 0, grid)
+    targets = impulse.impulse_targets(grid, shifts)
+    shifted = impulse.target_fidelity(
+        impulse.attention_maps(x, *impulse.solve_qk(x, shifts, grid, 16, "shift")), targets
+    )
     plain = impulse.target_fidelity(impulse.attention_maps(x, *mimetic_qk(48, 4, 16)), targets)
     assert shifted["hit_rate"] > 0.9 and shifted["target_mass"] > 10 * plain["target_mass"]
 
 
 def test_sharpness_sets_the_mass_on_target() -> None:
-    x, targets, head_dim = small_problem()
+    x, shifts, targets, head_dim = small_problem()
     masses = []
     for sharpness in (0.3, 0.6, 0.95):
-        q, k = impulse.solve_qk(x, targets, head_dim, grid_size=(5, 6), sharpness=sharpness)
+        q, k = impulse.solve_qk(x, shifts, GRID, head_dim, sharpness=sharpness)
         masses.append(impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)["target_mass"])
     assert masses == pytest.approx([0.3, 0.6, 0.95], abs=2e-3)
 
@@ -161,38 +183,77 @@ def test_sharpness_sets_the_mass_on_target() -> None:
 def test_adam_reference_learns_the_impulses_on_a_small_grid() -> None:
     grid = (4, 4)
     x = impulse.pseudo_input(grid, 32)
-    targets = impulse.impulse_targets(grid, impulse.impulse_shifts(2, 3, 0, grid))
+    shifts = impulse.impulse_shifts(2, 3, 0, grid)
+    targets = impulse.impulse_targets(grid, shifts)
     before = impulse.target_fidelity(
-        impulse.attention_maps(x, *impulse.solve_qk(x, targets, 16, "adam", steps=1)), targets
+        impulse.attention_maps(x, *impulse.solve_qk(x, shifts, grid, 16, "adam", steps=1)), targets
     )
-    q, k = impulse.solve_qk(x, targets, 16, "adam")  # the paper's full 10,000-step recipe
+    q, k = impulse.solve_qk(x, shifts, grid, 16, "adam")  # the paper's full 10,000-step recipe
     after = impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)
     assert after["hit_rate"] >= 0.9 and after["hit_rate"] > before["hit_rate"]
     assert after["target_mass"] > 2 * before["target_mass"]
-    svd = impulse.target_fidelity(impulse.attention_maps(x, *impulse.solve_qk(x, targets, 16)), targets)
+    svd = impulse.target_fidelity(impulse.attention_maps(x, *impulse.solve_qk(x, shifts, grid, 16)), targets)
     assert svd["hit_rate"] >= after["hit_rate"]
 
 
 def test_solvers_are_deterministic_under_a_seed() -> None:
-    x, targets, head_dim = small_problem()
+    x, shifts, _, head_dim = small_problem()
     torch.testing.assert_close(
-        impulse.solve_qk(x, targets, head_dim, grid_size=(5, 6)),
-        impulse.solve_qk(x, targets, head_dim, grid_size=(5, 6)),
-        rtol=0,
-        atol=0,
+        impulse.solve_qk(x, shifts, GRID, head_dim), impulse.solve_qk(x, shifts, GRID, head_dim), rtol=0, atol=0
     )
-    first = impulse.solve_qk(x, targets, head_dim, "adam", steps=50, seed=3)
+    first = impulse.solve_qk(x, shifts, GRID, head_dim, "adam", steps=50, seed=3)
     torch.manual_seed(123)  # the global RNG must not matter
-    torch.testing.assert_close(first, impulse.solve_qk(x, targets, head_dim, "adam", steps=50, seed=3), rtol=0, atol=0)
-    assert not torch.equal(first[0], impulse.solve_qk(x, targets, head_dim, "adam", steps=50, seed=4)[0])
+    again = impulse.solve_qk(x, shifts, GRID, head_dim, "adam", steps=50, seed=3)
+    torch.testing.assert_close(first, again, rtol=0, atol=0)
+    assert not torch.equal(first[0], impulse.solve_qk(x, shifts, GRID, head_dim, "adam", steps=50, seed=4)[0])
+
+
+# (norm, sum of entries weighted by cos(index)) of Q_h K_h^T, all heads, on a 6x7 grid, dim 64, 4 heads of width 16,
+# shifts from impulse_shifts(4, k, seed=k); produced by the pre-refactor solver (N x N target maps, commit 92b5fcf)
+PRE_REFACTOR_QK = {
+    ("svd", 3, "sincos"): (71.701637, 45.483853),
+    ("svd", 3, "learned"): (44.222124, -8.751969),
+    ("svd", 5, "sincos"): (66.373701, 30.472576),
+    ("svd", 5, "learned"): (37.737824, -8.545906),
+    ("shift", 3, "sincos"): (11.978776, -13.934984),
+    ("shift", 3, "learned"): (14.257444, 0.134012),
+    ("shift", 5, "sincos"): (11.961061, -10.081203),
+    ("shift", 5, "learned"): (14.256227, -15.567919),
+    ("pinv", 3, "sincos"): (59.786294, 33.411843),
+    ("pinv", 3, "learned"): (28.034384, 1.224693),
+    ("pinv", 5, "sincos"): (60.206427, 71.746255),
+    ("pinv", 5, "learned"): (28.661348, 21.749532),
+    ("adam", 3, "sincos"): (2.650401, -0.69768),  # 30 steps
+    ("adam", 3, "learned"): (2.643826, -0.637654),
+    ("adam", 5, "sincos"): (2.652044, -0.703329),
+    ("adam", 5, "learned"): (2.647585, -0.803331),
+}
+
+
+def qk_fingerprint(q: torch.Tensor, k: torch.Tensor) -> tuple[float, float]:
+    qk = (q @ k.transpose(1, 2)).double().flatten()
+    return qk.norm().item(), (qk * torch.cos(torch.arange(len(qk), dtype=torch.float64))).sum().item()
+
+
+@pytest.mark.parametrize("case", PRE_REFACTOR_QK)
+def test_every_solver_keeps_its_pre_refactor_output(case) -> None:
+    """Catches a solver whose Q K^T moved (beyond 1e-5 of its norm) from what it gave on N x N target maps."""
+    method, kernel_size, kind = case
+    grid = (6, 7)  # 42 tokens under 64 channels: the shift solver takes its N x N Gram route
+    x = impulse.pseudo_input(grid, 64, kind, seed=kernel_size)
+    shifts = impulse.impulse_shifts(4, kernel_size, kernel_size, grid)
+    options = {"svd": {}, "adam": dict(seed=2, steps=30)}.get(method, dict(seed=2))
+    q, k = impulse.solve_qk(x, shifts, grid, 16, method, qk_frobenius=7.0 if method == "pinv" else 0.0, **options)
+    norm, weighted = PRE_REFACTOR_QK[case]
+    assert qk_fingerprint(q, k) == pytest.approx((norm, weighted), abs=1e-5 * norm)
 
 
 def test_solution_stays_inside_the_basis() -> None:
-    x, targets, head_dim = small_problem()
+    x, shifts, _, head_dim = small_problem()
     hidden = torch.randn(64, 6, generator=torch.Generator().manual_seed(0))
     basis = impulse.complement_basis(64, exact=hidden)
     assert basis.shape == (64, 58)
-    q, k = impulse.solve_qk(x, targets, head_dim, grid_size=(5, 6), basis=basis)
+    q, k = impulse.solve_qk(x, shifts, GRID, head_dim, basis=basis)
     torch.testing.assert_close(torch.einsum("dm,hde->hme", hidden, q), torch.zeros(4, 6, head_dim), atol=1e-4, rtol=0)
     torch.testing.assert_close(torch.einsum("dm,hde->hme", hidden, k), torch.zeros(4, 6, head_dim), atol=1e-4, rtol=0)
 
@@ -209,21 +270,23 @@ def test_complement_basis_caps_approximate_directions() -> None:
 
 
 def test_solver_keeps_dtype() -> None:
-    x, targets, head_dim = small_problem()
-    q, k = impulse.solve_qk(x.double(), targets, head_dim, grid_size=(5, 6))
+    x, shifts, _, head_dim = small_problem()
+    q, k = impulse.solve_qk(x.double(), shifts, GRID, head_dim)
     assert q.dtype == k.dtype == torch.float64
 
 
 def test_solver_rejects_bad_arguments() -> None:
-    x, targets, head_dim = small_problem()
-    with pytest.raises(ValueError, match=r"unknown solver 'lbfgs'; expected one of svd, adam"):
-        impulse.solve_qk(x, targets, head_dim, "lbfgs")
+    x, shifts, _, head_dim = small_problem()
+    with pytest.raises(ValueError, match=r"unknown solver 'lbfgs'; expected one of svd, adam, pinv, shift"):
+        impulse.solve_qk(x, shifts, GRID, head_dim, "lbfgs")
     with pytest.raises(ValueError, match=r"sharpness .* must be in \(0, 1\), got 1.5"):
-        impulse.solve_qk(x, targets, head_dim, sharpness=1.5)
-    with pytest.raises(ValueError, match=r"targets must have shape \(heads, 30, 30\)"):
-        impulse.solve_qk(x, targets[:, :10, :10], head_dim)
-    with pytest.raises(ValueError, match="30 tokens is not a square grid"):
-        impulse.solve_qk(x, targets, head_dim)
+        impulse.solve_qk(x, shifts, GRID, head_dim, sharpness=1.5)
+    with pytest.raises(ValueError, match=r"shifts must be a \(heads, 2\) integer tensor"):
+        impulse.solve_qk(x, shifts.flatten(), GRID, head_dim)
+    with pytest.raises(ValueError, match="one row per token of the 5x5 grid"):
+        impulse.solve_qk(x, shifts, (5, 5), head_dim)
+    with pytest.raises(TypeError, match="steps"):
+        impulse.solve_qk(x, shifts, GRID, head_dim, "svd", steps=3)  # an option of another solver
 
 
 def test_learned_pseudo_input_is_timms_position_embedding_draw() -> None:
@@ -246,8 +309,9 @@ def test_centre_first_shifts_follow_the_authors_cell_order() -> None:
 def test_pinv_solver_peaks_on_the_target_at_the_requested_norm(qk_frobenius: float) -> None:
     """Catches a v2 solve that loses the pattern (e.g. a pseudo-inverse kept in near-null directions) or the norm."""
     x = impulse.pseudo_input(8, 64, "learned", seed=0)
-    targets = impulse.impulse_targets(8, impulse.impulse_shifts(2, 3, grid_size=8, order="centre-first"))
-    q, k = impulse.solve_qk(x, targets, 32, "pinv", qk_frobenius=qk_frobenius)
+    shifts = impulse.impulse_shifts(2, 3, grid_size=8, order="centre-first")
+    targets = impulse.impulse_targets(8, shifts)
+    q, k = impulse.solve_qk(x, shifts, 8, 32, "pinv", qk_frobenius=qk_frobenius)
     torch.testing.assert_close(q.flatten(1).norm(dim=1), torch.full((2,), qk_frobenius))
     torch.testing.assert_close(k.flatten(1).norm(dim=1), torch.full((2,), qk_frobenius))
     assert impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)["hit_rate"] > 0.9

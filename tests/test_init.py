@@ -31,27 +31,27 @@ def test_impulse_attention_on_patch_tokens_of_images(prefix: dict) -> None:
     images = torch.randn(8, 3, 16, 16)
     # the default patch-embedding scale (1, which trains better) keeps most rows on target under raw noise pixels
     model = apply_structured_init(tiny_vit(**prefix).eval(), "impulse", kernel_size=3, seed=1, **SVD)
-    fidelity = block_fidelity(model, images, impulse_block_targets(model, kernel_size=3, seed=1, **SVD))
+    fidelity = block_fidelity(model, images, impulse_block_targets(model))
     assert fidelity[0]["hit_rate"] >= 0.8
     assert fidelity[0]["target_mass"] > 0.2  # uniform attention would give 1/64
     # halving it lets the position code dominate each token's LayerNorm: nearly every row on target
     torch.manual_seed(0)
     halved = {**SVD, "patch_embed_scale": 0.5}
     model = apply_structured_init(tiny_vit(**prefix).eval(), "impulse", kernel_size=3, seed=1, **halved)
-    fidelity = block_fidelity(model, images, impulse_block_targets(model, kernel_size=3, seed=1, **halved))
+    fidelity = block_fidelity(model, images, impulse_block_targets(model))
     assert fidelity[0]["hit_rate"] >= 0.9
     assert fidelity[0]["target_mass"] > 0.3
     # the timm default init it replaced has no such pattern
     torch.manual_seed(0)
     plain = tiny_vit(**prefix).eval()
-    assert block_fidelity(plain, images, impulse_block_targets(plain, kernel_size=3, seed=1))[0]["hit_rate"] < 0.2
+    assert block_fidelity(plain, images, impulse_block_targets(plain, model.structinit_shifts))[0]["hit_rate"] < 0.2
 
 
 def test_shared_solution_is_copied_and_per_layer_draws_fresh_shifts() -> None:
     shared = apply_structured_init(tiny_vit(depth=3), "impulse", seed=0, per_layer=False)
     torch.testing.assert_close(qk_rows(shared, 0), qk_rows(shared, 2), rtol=0, atol=0)
     per_layer = apply_structured_init(tiny_vit(depth=3), "impulse", seed=0, per_layer=True)
-    targets = impulse_block_targets(per_layer, seed=0, per_layer=True)
+    targets = impulse_block_targets(per_layer)
     assert not torch.equal(targets[0], targets[1])
     assert not torch.equal(qk_rows(per_layer, 0), qk_rows(per_layer, 1))
 
@@ -138,7 +138,7 @@ def test_non_square_images_get_impulses_on_their_grid() -> None:
     vit = tiny_vit(img_size=(8, 12), class_token=False, global_pool="avg").eval()
     model = apply_structured_init(vit, "impulse", **SVD)
     assert model.patch_embed.grid_size == (4, 6)
-    targets = impulse_block_targets(model, **SVD)
+    targets = impulse_block_targets(model)
     assert targets[0].shape == (2, 24, 24)
     fidelity = block_fidelity(model, torch.randn(4, 3, 8, 12), targets)
     assert fidelity[0]["hit_rate"] >= 0.9
@@ -150,7 +150,7 @@ def test_prefix_tokens_do_not_outscore_the_targets() -> None:
     model = apply_structured_init(tiny_vit(class_token=True, reg_tokens=3, depth=1).eval(), "impulse", **SVD)
     maps = timm_attention_maps(model, torch.randn(8, 3, 16, 16))[0]
     prefix = model.num_prefix_tokens
-    targets = torch.cat([torch.zeros(2, 64, prefix), impulse_block_targets(model, **SVD)[0]], dim=-1)
+    targets = torch.cat([torch.zeros(2, 64, prefix), impulse_block_targets(model)[0]], dim=-1)
     fidelity = impulse.target_fidelity(maps[:, :, prefix:, :], targets)  # rows of patch tokens, all keys
     assert fidelity["hit_rate"] >= 0.85
     assert maps[:, :, prefix:, :prefix].sum(-1).mean() < 0.2  # little attention goes to the prefix
@@ -200,7 +200,7 @@ def test_pinv_construction_starts_soft_but_on_target() -> None:
 
     torch.manual_seed(0)
     model = apply_structured_init(tiny_vit(class_token=False, global_pool="avg").eval(), "impulse", seed=1, **PINV)
-    first = init_health(model, torch.randn(8, 3, 16, 16), impulse_block_targets(model, seed=1, **PINV))[0]
+    first = init_health(model, torch.randn(8, 3, 16, 16), impulse_block_targets(model))[0]
     assert first["hit_rate"] > 0.5
     assert 0.2 < first["entropy_ratio"] < 0.9
     assert first["q_norm"] < 5.0

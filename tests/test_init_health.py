@@ -41,7 +41,7 @@ def test_entropy_is_uniform_for_blind_attention_and_hits_count_targets() -> None
     assert math.isclose(rows[1]["entropy_ratio"], 1.0, rel_tol=1e-5) and "hit_rate" not in rows[0]
     assert rows[0]["bf16_shift"] < 1e-3  # uniform rows survive bf16; solved ones move a little (checked below)
     # blind rows peak nowhere in particular; the impulse init's rows peak on their targets
-    targets = impulse_block_targets(model, **SVD_DEFAULTS)
+    targets = impulse_block_targets(apply_structured_init(tiny_vit(), "impulse", **SVD_DEFAULTS))  # the shifts it draws
     assert init_health(model, torch.randn(2, 3, 16, 16), targets)[0]["hit_rate"] < 0.2
     apply_structured_init(model, "impulse", **{**SVD_DEFAULTS, "patch_embed_scale": 0.1})  # position dominates
     solved = init_health(model, torch.randn(2, 3, 16, 16), targets)[0]
