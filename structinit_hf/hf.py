@@ -54,13 +54,24 @@ class StructInitViTConfig(TimmWrapperConfig):
     architecture: str = "vit_tiny_impulse3"
 
 
-class StructInitViTModel(TimmWrapperModel):
+class _PatchEmbeddingsMixin:
+    """The patch embedding is the input embedding (transformers' ViT says the same), so PEFT and
+    ``enable_input_require_grads`` reach it."""
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.timm_model.patch_embed
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.timm_model.patch_embed = value
+
+
+class StructInitViTModel(_PatchEmbeddingsMixin, TimmWrapperModel):
     """``TimmWrapperModel`` for :class:`StructInitViTConfig` (features, no classifier)."""
 
     config_class = StructInitViTConfig
 
 
-class StructInitViTForImageClassification(TimmWrapperForImageClassification):
+class StructInitViTForImageClassification(_PatchEmbeddingsMixin, TimmWrapperForImageClassification):
     """``TimmWrapperForImageClassification`` for :class:`StructInitViTConfig`."""
 
     config_class = StructInitViTConfig

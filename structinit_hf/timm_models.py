@@ -130,9 +130,10 @@ class StructInitVisionTransformer(VisionTransformer):
 
     def init_non_persistent_buffers(self) -> None:
         """Called by transformers' ``TimmWrapperPreTrainedModel._init_weights`` after it re-drew every ``nn.Linear``
-        from N(0, initializer_range): a freshly initialized model (``from_config``) gets its own init back; a loaded
-        one (built on the meta device, ``structinit_settings`` is ``None``) is left alone."""
-        if self.structinit_settings is not None:
+        from N(0, initializer_range): unless transformers loaded some of this model's tensors (it flags them
+        ``_is_hf_initialized``), the model gets its own init back (``from_config``, or ``init_weights()`` after a
+        meta-device build); a loaded model is left as loaded."""
+        if not any(getattr(t, "_is_hf_initialized", False) for t in (*self.parameters(), *self.buffers())):
             self.init_weights()
 
     def set_input_size(self, img_size: Any = None, patch_size: Any = None) -> None:
