@@ -1,6 +1,7 @@
 """Draw attention like the paper's Figure 3, and ConViT's non-locality, at initialization and after training.
 
-    python scripts/plot_attention.py --out-dir benchmarks/small_data
+    python scripts/plot_attention.py                              # writes under runs/attention
+    python scripts/plot_attention.py --out-dir benchmarks/small_data  # the README's pictures
     python scripts/plot_attention.py --model vit_tiny_impulse3 vit_tiny_mimetic vit_tiny_patch2_32 \
         --model-kwargs patch_size=4 depth=6 --convit-kwargs patch_size=4 depth=6 local_up_to_layer=5 \
         --checkpoint runs/small_data-cpu-cifar10-small/{impulse3,mimetic,default}-seed0 \
@@ -12,7 +13,6 @@ Writes attention_init.png, attention_trained.png (with --checkpoint) and nonloca
 import argparse
 import sys
 from pathlib import Path
-
 
 from structinit_hf.cli import KeyValueAction, run_script
 from structinit_hf.plots import draw_attention_pictures
@@ -37,7 +37,12 @@ def attention_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-images", type=int, default=16)
     parser.add_argument("--blocks", nargs="+", type=int, default=None, help="1-based (default: first, middle, last)")
     parser.add_argument("--head", type=int, default=0)
-    parser.add_argument("--out-dir", type=Path, default=Path("benchmarks/small_data"))
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("runs/attention"),
+        help="where the pictures go (the committed ones are under benchmarks/: name it to redraw them)",
+    )
     return parser
 
 

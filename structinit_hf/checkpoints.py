@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ __all__ = [
     "complete_checkpoints",
     "find_checkpoint",
     "load_training_state",
+    "read_trainer_state",
     "reset_metrics",
     "resume_point",
     "run_settings",
@@ -166,9 +168,30 @@ def _flag(name: str, value: Any) -> str:
     return f"--{name.replace('_', '-')} {value}"
 
 
+def _recovery(checkpoint: Path) -> str:
+    """How to go on without ``checkpoint``: the previous complete checkpoint, else a fresh start."""
+    older = [path for path in complete_checkpoints(checkpoint.parent) if path.name < checkpoint.name]
+    fresh = "or start afresh in another --output-dir"
+    if older:
+        return f"resume from the previous checkpoint with --resume {older[-1]}, {fresh}"
+    return f"it is the run's only checkpoint: delete {checkpoint} and rerun with --resume latest to start over, {fresh}"
+
+
+def read_trainer_state(checkpoint: Path) -> dict[str, Any]:
+    """``trainer_state.json`` of ``checkpoint``; a file that does not parse is a user error naming it."""
+    path = Path(checkpoint) / TRAINER_STATE
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{path} is unreadable ({error}); {_recovery(Path(checkpoint))}") from None
+    if not isinstance(state, dict):
+        raise UsageError(f"{path} holds no trainer state (a JSON object); {_recovery(Path(checkpoint))}")
+    return state
+
+
 def check_same_settings(checkpoint: Path, settings: dict[str, Any]) -> None:
     """Refuse to resume ``checkpoint`` with settings other than those its run was started with."""
-    started = json.loads((checkpoint / TRAINER_STATE).read_text()).get("settings")
+    started = read_trainer_state(checkpoint).get("settings")
     if started is None:  # a checkpoint from before settings were recorded: nothing to compare
         return
     changed = sorted(key for key in started.keys() | settings.keys() if started.get(key) != settings.get(key))
@@ -178,6 +201,29 @@ def check_same_settings(checkpoint: Path, settings: dict[str, Any]) -> None:
             f"cannot resume {checkpoint}: the run was started with {differences}; resume with the flags it was "
             "started with, or pass another --output-dir to start a new run with these"
         )
+
+
+def check_checkpoint_files(checkpoint: Path) -> None:
+    """Refuse a checkpoint with a damaged file (cut short by a full disk, a copy, an editor), naming the file.
+
+    ``*.safetensors`` files are read whole (their header and every tensor), the ``*.bin`` files torch wrote
+    (zip archives) have every member's checksum tested; nothing is unpickled here.
+    """
+    checkpoint = Path(checkpoint)
+    for path in sorted(checkpoint.iterdir()):
+        try:
+            if path.suffix == ".safetensors":
+                with safetensors.safe_open(str(path), framework="pt") as saved:
+                    for name in saved.keys():  # noqa: SIM118  safe_open has no __iter__
+                        saved.get_tensor(name)
+            elif path.suffix == ".bin":
+                with zipfile.ZipFile(path) as archive:
+                    bad = archive.testzip()
+                if bad is not None:
+                    raise ValueError(f"member {bad} fails its checksum")
+        except Exception as error:  # noqa: BLE001  whatever a damaged file raises: name the file
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:160]
+            raise UsageError(f"{path} is damaged ({reason}); {_recovery(checkpoint)}") from None
 
 
 def save_training_state(
@@ -243,11 +289,17 @@ def load_training_state(
     accelerator: Accelerator, checkpoint: Path, ema: ModelEmaV3 | None, model: torch.nn.Module
 ) -> RunState:
     """Restore model, optimizer, RNG states and EMA weights from ``checkpoint``; return where the run was."""
+    check_checkpoint_files(checkpoint)
+    saved = read_trainer_state(checkpoint)
     _check_same_parameters(accelerator.unwrap_model(model), checkpoint)
     accelerator.load_state(str(checkpoint))
     if ema is not None:
         if not (checkpoint / EMA_WEIGHTS).is_file():
             raise UsageError(f"--model-ema is on but {checkpoint} holds no EMA weights ({EMA_WEIGHTS})")
         safetensors.torch.load_model(ema.module, str(checkpoint / EMA_WEIGHTS), device=str(accelerator.device))
-    saved = json.loads((checkpoint / TRAINER_STATE).read_text())
-    return RunState(**{key: saved[key] for key in RunState.__dataclass_fields__})
+    try:
+        return RunState(**{key: saved[key] for key in RunState.__dataclass_fields__})
+    except KeyError as error:
+        raise UsageError(
+            f"{checkpoint / TRAINER_STATE} lacks {error.args[0]!r}; {_recovery(Path(checkpoint))}"
+        ) from None

@@ -110,7 +110,13 @@ def _pick_column(
 ) -> str:
     if explicit is not None:
         if explicit not in features:
-            raise ValueError(f"{what} column {explicit!r} not found; the dataset has columns {', '.join(features)}")
+            raise UsageError(f"{flag} {explicit!r}: no such column; the dataset has columns {', '.join(features)}")
+        if not _holds(features[explicit], feature_type):
+            fitting = [name for name, feature in features.items() if _holds(feature, feature_type)]
+            raise UsageError(
+                f"{flag} {explicit!r}: that column holds {_describe(features[explicit])}, not {what}s; "
+                f"{'columns that do: ' + ', '.join(fitting) if fitting else 'no column does'}"
+            )
         return explicit
     for name in names:
         if name in features:
@@ -124,11 +130,28 @@ def _pick_column(
     )
 
 
+def _holds(feature: Any, feature_type: type) -> bool:
+    """Whether a column of ``feature`` can serve as the image (an ``Image``) or label column (a ``ClassLabel``
+    or integer value)."""
+    if feature_type is datasets.ClassLabel and isinstance(feature, datasets.Value):
+        return feature.dtype.startswith(("int", "uint"))
+    return isinstance(feature, feature_type)
+
+
+def _describe(feature: Any) -> str:
+    if isinstance(feature, datasets.Value):
+        return f"{feature.dtype} values"
+    return type(feature).__name__
+
+
 def find_columns(
     features: datasets.Features, image_column: str | None = None, label_column: str | None = None
 ) -> tuple[str, str]:
     """Return the ``(image, label)`` column names: the given ones, else ``img``/``image`` and
-    ``label``/``labels``/``fine_label``, else the one ``Image`` / ``ClassLabel`` feature."""
+    ``label``/``labels``/``fine_label``, else the one ``Image`` / ``ClassLabel`` feature.
+
+    A given column must hold what it is named for: images (an ``Image`` feature), or labels (a ``ClassLabel`` or
+    integers)."""
     image = _pick_column(features, IMAGE_COLUMNS, datasets.Image, "image", "--image-column", image_column)
     label = _pick_column(features, LABEL_COLUMNS, datasets.ClassLabel, "label", "--label-column", label_column)
     return image, label

@@ -42,11 +42,14 @@ from .data import (
     eval_dataloader,
     load_image_classification,
 )
+from .init import ImpulseOptions
 from .timm_models import IMPULSE_KWARGS, StructInitVisionTransformer
 
 __all__ = [
     "ClassifierLogits",
     "ProcessorTransform",
+    "check_model_kwargs",
+    "check_model_source",
     "create_timm_model",
     "eval_transform",
     "evaluate",
@@ -390,6 +393,56 @@ def evaluation_parser() -> argparse.ArgumentParser:
     return parser
 
 
+MODEL_WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pth", "*.pt", "*.safetensors.index.json", "*.bin.index.json")
+
+
+def check_model_source(source: str) -> None:
+    """A local ``--model`` folder must hold weights beside its ``config.json`` (else the loader fails deep inside)."""
+    folder = Path(source).expanduser()
+    if folder.is_dir() and (folder / "config.json").is_file() and not any(map(folder.glob, MODEL_WEIGHT_FILES)):
+        raise UsageError(
+            f"--model {source}: the folder has a config.json but no weights (model.safetensors or another of "
+            f"{', '.join(MODEL_WEIGHT_FILES)}); pass a complete checkpoint folder, such as a finished run's final/"
+        )
+
+
+_KWARG_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+_KWARG_EXAMPLES = {"int": 3, "float": 0.5, "bool": True, "str": "name"}
+
+
+def check_model_kwargs(model_kwargs: dict[str, Any]) -> None:
+    """``--model-kwargs``: an impulse option of the wrong type (``seed=abc``) is refused naming the option."""
+    fields = ImpulseOptions.__dataclass_fields__
+    for name, value in model_kwargs.items():
+        if name not in fields or value is None:
+            continue
+        kinds = [kind.strip() for kind in str(fields[name].type).split("|") if kind.strip() != "None"]
+        allowed = tuple(t for kind in kinds for t in _KWARG_TYPES.get(kind, ()))
+        if allowed and (not isinstance(value, allowed) or (bool not in allowed and isinstance(value, bool))):
+            example = _KWARG_EXAMPLES[kinds[0]]
+            raise UsageError(
+                f"--model-kwargs {name}={value!r}: {name} takes {' or '.join(kinds)} values (for example "
+                f"{name}={example})"
+            )
+
+
+def _check_evaluation_args(args: argparse.Namespace, accelerator: Accelerator) -> None:
+    """Refuse, in one line naming the flag, its value and what is allowed, a value ``evaluate.py`` cannot use."""
+    for flag, value, allowed in (
+        ("batch-size", args.batch_size, 1),
+        ("max-eval-samples", args.max_eval_samples, 1),
+        ("workers", args.workers, 0),
+    ):
+        if value is not None and value < allowed:
+            raise UsageError(f"--{flag} {value}: out of range; allowed: an integer >= {allowed}")
+    if accelerator.mixed_precision == "fp16" and accelerator.device.type == "cpu":
+        raise UsageError(
+            "--mixed-precision fp16: not on a CPU (accelerate runs fp32 there); allowed on CPU: bf16 or no"
+        )
+    check_model_source(args.model)
+    check_model_kwargs(args.model_kwargs)
+
+
 def _previous_training(source: str) -> dict[str, Any]:
     results = Path(source).expanduser() / "results.json"
     return json.loads(results.read_text()) if results.is_file() else {}
@@ -398,6 +451,7 @@ def _previous_training(source: str) -> dict[str, Any]:
 def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
     """Score ``args.model`` on ``args.split`` of ``args.dataset``; write and return the results record."""
     accelerator = Accelerator(mixed_precision=args.mixed_precision)
+    _check_evaluation_args(args, accelerator)
     start = time.perf_counter()
     model, init = load_model(  # built (and its keywords checked) before any data is read
         args.model, model_kwargs=args.model_kwargs, trust_remote_code=args.trust_remote_code

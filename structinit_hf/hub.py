@@ -140,6 +140,17 @@ def _refuse_secrets(folder: Path, tokens: set[str | None]) -> None:
             )
 
 
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0][:200]
+
+
+def _is_network_error(error: BaseException) -> bool:
+    """A connection that could not be made or broke off: ``OSError`` (``requests``' errors are) or the HTTP
+    client's transport errors (``httpx``'s ``TransportError`` family), whichever client huggingface_hub uses."""
+    names = {cls.__name__ for cls in type(error).__mro__}
+    return isinstance(error, OSError) or bool(names & {"TransportError", "RequestError", "TimeoutException"})
+
+
 def _list_files(folder: Path) -> dict[str, int]:
     return {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
 
@@ -198,7 +209,15 @@ def push_to_hub(
             status = err.response.status_code if err.response is not None else "no response"
             hint = " Check HF_TOKEN (a write token for this namespace)." if status in (401, 403) else ""
             raise ConnectionError(
-                f"uploading {run.run_dir} to {api.endpoint}/{repo_id} failed (HTTP {status}) before the commit "
-                f"completed; the run folder is unchanged, rerun the same command to retry.{hint}\n{err}"
+                f"uploading {run.run_dir} to {api.endpoint}/{repo_id} failed (HTTP {status}: {_first_line(err)}) "
+                f"before the commit completed; the run folder is unchanged, rerun the same command to retry.{hint}"
+            ) from err
+        except Exception as err:
+            if not _is_network_error(err):
+                raise
+            raise ConnectionError(
+                f"cannot reach {api.endpoint} to upload {run.run_dir} to {repo_id} ({type(err).__name__}: "
+                f"{_first_line(err)}); check the network and HF_ENDPOINT, then rerun the same command (nothing was "
+                "committed, the run folder is unchanged)"
             ) from err
     return PushResult(repo_id, files, card, commit_message, commit.commit_url)

@@ -9,16 +9,25 @@ before any image is read), then the data (every image decoded once and checked),
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import datasets
+import timm.optim
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.utils import DataLoaderConfiguration, parse_flag_from_env, set_seed
+from accelerate.utils import (
+    DataLoaderConfiguration,
+    broadcast_object_list,
+    gather_object,
+    parse_flag_from_env,
+    set_seed,
+)
 from timm.data import Mixup
+from timm.data.auto_augment import augment_and_mix_transform, auto_augment_transform, rand_augment_transform
 from timm.loss import SoftTargetCrossEntropy
 from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
@@ -30,11 +39,12 @@ from .checkpoints import (
     check_same_settings,
     clean_leftovers,
     load_training_state,
+    read_trainer_state,
     reset_metrics,
     resume_point,
     run_settings,
 )
-from .cli import UsageError
+from .cli import UsageError, did_you_mean
 from .data import (
     ImageClassificationData,
     ensure_hub_reachable,
@@ -43,7 +53,18 @@ from .data import (
     load_image_classification,
     train_dataloader,
 )
-from .evaluation import load_model, model_data_config
+from .evaluation import check_model_kwargs, check_model_source, load_model, model_data_config
+from .memory import (
+    HEADROOM,
+    STEP_OVERHEAD,
+    MemoryPlan,
+    available_memory_bytes,
+    fit_micro_batch,
+    plan_fits,
+    process_memory_bytes,
+    saved_bytes_per_image,
+)
+from .run_lock import RunLock, acquire_run_lock
 from .tensor_data import training_datasets
 
 __all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "known_label_names", "setup_run"]
@@ -68,7 +89,7 @@ def device_defaults(
     worker per CPU core of this process's share less one (at most 16), pinned memory, torch.compile.
     An accelerate config's fp16/bf16 (``ACCELERATE_MIXED_PRECISION``; its default "no" does not count)
     wins over the device default, and its dynamo backend replaces ``--compile``.  On CPU: fp32, no
-    workers, no compilation, as before.
+    workers, no compilation, as before; fp16 is refused there (accelerate would train in fp32 and record fp16).
     """
     env = os.environ if env is None else env
     cuda = device.type == "cuda"
@@ -81,6 +102,11 @@ def device_defaults(
             precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         else:
             precision = "no"
+    if precision == "fp16" and device.type == "cpu":
+        source = "--mixed-precision" if args.mixed_precision else "the accelerate config's mixed_precision"
+        raise UsageError(
+            f"{source} fp16: not on a CPU (accelerate trains it in fp32 there, silently); allowed on CPU: bf16 or no"
+        )
     workers = args.workers
     if workers is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -114,29 +140,84 @@ class Run:
     micro_batch: int
     state: RunState
     compile_pending: bool  # the compiled forward has not run yet (it may still fall back to eager)
+    lock: RunLock | None  # run.lock of the output folder (held by the main process)
 
     def eval_forward(self) -> nn.Module:
         """The model scored: the EMA when one is kept."""
         return self.ema.module if self.ema is not None else self.forward
 
 
-def _check_args(args: argparse.Namespace, num_processes: int) -> int:
-    """Validate the recipe; return the micro-batch size of one process."""
-    positive = ("epochs", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints", "eval_batch_size")
+def _out_of_range(flag: str, value: Any, allowed: str) -> UsageError:
+    return UsageError(f"--{flag} {value}: out of range; allowed: {allowed}")
+
+
+def _check_args(args: argparse.Namespace, num_processes: int) -> None:
+    """Refuse, in one line naming the flag, its value and what is allowed, any recipe value that cannot work."""
+    positive = (
+        "epochs", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints", "eval_batch_size",
+        "max_train_samples", "max_eval_samples",
+    )  # fmt: skip
     for name in positive:
         if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.workers is not None and args.workers < 0:
-        raise UsageError(f"--workers must be >= 0, got {args.workers}")
-    if args.batch_size % (num_processes * args.grad_accum):
+            raise _out_of_range(name.replace("_", "-"), getattr(args, name), "an integer >= 1")
+    ranges = (  # flag, value, allowed, check
+        ("workers", args.workers, ">= 0", lambda v: v is None or v >= 0),
+        ("lr", args.lr, "> 0", lambda v: v > 0),
+        ("weight-decay", args.weight_decay, ">= 0", lambda v: v >= 0),
+        ("opt-eps", args.opt_eps, "> 0", lambda v: v > 0),
+        ("warmup-epochs", args.warmup_epochs, ">= 0", lambda v: v >= 0),
+        ("warmup-lr", args.warmup_lr, ">= 0", lambda v: v >= 0),
+        ("min-lr", args.min_lr, ">= 0", lambda v: v >= 0),
+        ("label-smoothing", args.label_smoothing, "0 <= value < 1", lambda v: 0 <= v < 1),
+        ("clip-grad", args.clip_grad, ">= 0 (0 disables clipping)", lambda v: v >= 0),
+        ("hflip", args.hflip, "a probability in [0, 1]", lambda v: 0 <= v <= 1),
+        ("reprob", args.reprob, "a probability in [0, 1]", lambda v: 0 <= v <= 1),
+        ("mixup", args.mixup, ">= 0 (0 disables it)", lambda v: v >= 0),
+        ("cutmix", args.cutmix, ">= 0 (0 disables it)", lambda v: v >= 0),
+        ("model-ema-decay", args.model_ema_decay, "0 <= value < 1", lambda v: 0 <= v < 1),
+        ("val-split", args.val_split, "a fraction in [0, 1)", lambda v: 0 <= v < 1),
+    )
+    for flag, value, allowed, check in ranges:
+        if not math.isfinite(value if value is not None else 0) or not check(value):
+            raise _out_of_range(flag, value, allowed)
+    low, high = args.scale
+    if not 0 < low <= high <= 1:
+        raise _out_of_range("scale", f"{low:g} {high:g}", "MIN MAX with 0 < MIN <= MAX <= 1 (area fractions)")
+    low, high = args.ratio
+    if not 0 < low <= high:
+        raise _out_of_range("ratio", f"{low:g} {high:g}", "MIN MAX with 0 < MIN <= MAX (aspect ratios)")
+    _check_auto_augment(args.aa)
+    if args.opt.lower() not in timm.optim.list_optimizers():
+        names = timm.optim.list_optimizers()
+        raise UsageError(f"--opt {args.opt!r}: not a timm optimizer{did_you_mean(args.opt, names)}; e.g. adamw, sgd")
+    per_process, remainder = divmod(args.batch_size, num_processes * (args.grad_accum or 1))
+    if remainder:
+        accumulation = f" x --grad-accum {args.grad_accum}" if args.grad_accum else ""
         raise UsageError(
-            f"--batch-size {args.batch_size} is not divisible by {num_processes} processes x --grad-accum "
-            f"{args.grad_accum}; the global batch must split into equal micro-batches"
+            f"--batch-size {args.batch_size} is not divisible by {num_processes} processes{accumulation}; "
+            "the global batch must split into equal micro-batches"
         )
-    micro_batch = args.batch_size // (num_processes * args.grad_accum)
-    if (args.mixup or args.cutmix) and micro_batch % 2:
-        raise UsageError(f"mixup/cutmix need an even micro-batch, got {micro_batch}")
-    return micro_batch
+    if (args.mixup or args.cutmix) and args.grad_accum and per_process % 2:
+        raise UsageError(f"mixup/cutmix need an even micro-batch, got {per_process}")
+
+
+def _check_auto_augment(policy: str) -> None:
+    """``--aa``: ``none`` or a policy timm builds (``rand-m9-mstd0.5``, ``augmix-m5``, ``original``, ...)."""
+    if policy == "none":
+        return
+    build = auto_augment_transform  # dispatched on the prefix as timm's transforms_imagenet_train does
+    if policy.startswith("rand"):
+        build = rand_augment_transform
+    elif policy.startswith("augmix"):
+        build = augment_and_mix_transform
+    try:
+        build(policy, dict(translate_const=10, img_mean=(124, 116, 104)))
+    except (AssertionError, KeyError, ValueError, IndexError) as error:
+        raise UsageError(
+            f"--aa {policy!r}: not a timm auto-augment policy ({error}); allowed: none, "
+            "rand-m<M>[-n<N>][-mstd<S>][-inc<0|1>] (e.g. rand-m9-mstd0.5), augmix-m<M>[-w<W>][-d<D>], original, "
+            "originalr, v0, v0r, 3a"
+        ) from None
 
 
 def _default_output_dir(args: argparse.Namespace) -> Path:
@@ -207,27 +288,110 @@ def _schedule(args: argparse.Namespace, optimizer: torch.optim.Optimizer, train_
     )
 
 
+def _lock_run_folder(output_dir: Path, processes: PartialState) -> RunLock | None:
+    """The main process takes ``run.lock``; every process learns whether the folder was free (one refusal each)."""
+    lock, refusal = None, None
+    if processes.is_main_process:
+        try:
+            lock = acquire_run_lock(output_dir)
+        except UsageError as error:
+            refusal = str(error)
+    if processes.num_processes > 1:
+        shared = [refusal]
+        broadcast_object_list(shared)
+        refusal = shared[0]
+    if refusal is not None:
+        raise UsageError(refusal)
+    return lock
+
+
+def _started_accumulation(checkpoint: Path | None) -> int | None:
+    """The gradient accumulation a resumed run was started with (it decides the result to the last bit)."""
+    if checkpoint is None:
+        return None
+    return read_trainer_state(checkpoint).get("settings", {}).get("grad_accum")
+
+
+def _plan_memory(
+    args: argparse.Namespace,
+    accelerator: Accelerator,
+    model: nn.Module,
+    input_size: tuple[int, ...],
+    local_processes: int,
+    accumulation_from: str | None,
+) -> MemoryPlan:
+    """The micro-batch of each process: the largest whose estimated peak fits the memory this process may use
+    (the machine's available memory shared among its processes), unless ``args.grad_accum`` fixes it; refuse, in
+    one line and before the first step, a run that cannot fit."""
+    device = accelerator.device
+    per_process = args.batch_size // accelerator.num_processes
+    available = available_memory_bytes(device)
+    if available is not None and device.type != "cuda":
+        available //= local_processes
+    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    states = 3 + (1 if args.model_ema else 0)  # gradients, two AdamW moments, the EMA copy
+    base = process_memory_bytes(device) + states * parameter_bytes
+    per_image = round(saved_bytes_per_image(model, input_size, device, accelerator.autocast) * STEP_OVERHEAD)
+    even = bool(args.mixup or args.cutmix)
+    plan = fit_micro_batch(per_process, base, per_image, available, args.grad_accum, even)
+    if accelerator.num_processes > 1:  # every process must step together: the largest accumulation any needs
+        accumulation = max(gather_object([plan.grad_accum]))
+        plan = fit_micro_batch(per_process, base, per_image, available, accumulation, even)
+    fits = plan_fits(plan)
+    if accelerator.num_processes > 1:
+        fits = all(gather_object([fits]))
+    if not fits:
+        advice = {
+            "flag": "pass a larger --grad-accum (or leave it out to fit the micro-batch), a smaller --batch-size, "
+            "or free memory",
+            "checkpoint": f"the run was started with --grad-accum {plan.grad_accum}; free memory to resume it",
+        }.get(accumulation_from, "even the smallest micro-batch does not fit: free memory or train a smaller model")
+        raise UsageError(
+            f"--batch-size {args.batch_size} does not fit in memory: as micro-batch {plan.micro_batch} x "
+            f"{plan.grad_accum} accumulation x {accelerator.num_processes} process(es) it has an {plan.describe()} "
+            f"(a run plans on {HEADROOM:.0%} of it); {advice}"
+        )
+    return plan
+
+
 def setup_run(args: argparse.Namespace) -> Run:
     """Device defaults, run folder, model, data, optimizer and schedule, prepared, restored when resuming."""
     processes = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))  # as Accelerator will start it
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", processes.num_processes))
+    _check_args(args, processes.num_processes)
     defaults = device_defaults(args, processes.device, local_processes)
     output_dir = Path(args.output_dir) if args.output_dir is not None else _default_output_dir(args)
+    lock = _lock_run_folder(output_dir, processes)
+    try:
+        return _setup_locked_run(args, defaults, output_dir, lock, local_processes)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+
+
+def _setup_locked_run(
+    args: argparse.Namespace, defaults: DeviceDefaults, output_dir: Path, lock: RunLock | None, local_processes: int
+) -> Run:
+    accumulation_from = "flag" if args.grad_accum is not None else None
     accelerator = Accelerator(
-        gradient_accumulation_steps=args.grad_accum,
+        gradient_accumulation_steps=args.grad_accum or 1,  # fitted to the memory below when not given
         mixed_precision=defaults.mixed_precision,
         log_with=None if args.report_to == "none" else args.report_to,
         project_dir=str(output_dir),
         dataloader_config=DataLoaderConfiguration(non_blocking=defaults.pin_memory),  # copies overlap compute
     )
-    micro_batch = _check_args(args, accelerator.num_processes)
     if accelerator.is_main_process:
         clean_leftovers(output_dir)
     accelerator.wait_for_everyone()
     checkpoint = resume_point(output_dir, args.resume)
-    settings = run_settings(args, defaults.mixed_precision)
+    if args.grad_accum is None and _started_accumulation(checkpoint) is not None:
+        args.grad_accum, accumulation_from = _started_accumulation(checkpoint), "checkpoint"
+    args.mixed_precision = defaults.mixed_precision  # what trains is what results.json and the card record
     if checkpoint is not None:
-        check_same_settings(checkpoint, settings)
+        check_same_settings(checkpoint, run_settings(args, defaults.mixed_precision))
+    check_model_source(args.model)
+    check_model_kwargs(args.model_kwargs)
 
     set_seed(args.seed)
     label_names = known_label_names(args)
@@ -252,7 +416,13 @@ def setup_run(args: argparse.Namespace) -> Run:
         skip_bad_images=args.skip_bad_images,
         log=accelerator.print,
     )
-    eval_batch = args.eval_batch_size or 2 * micro_batch * args.grad_accum
+    model = model.to(accelerator.device)  # as prepare() would: the memory probe runs where training will
+    input_size = tuple(model_data_config(model)["input_size"])
+    plan = _plan_memory(args, accelerator, model, input_size, local_processes, accumulation_from)
+    micro_batch = plan.micro_batch
+    args.grad_accum = accelerator.gradient_accumulation_steps = plan.grad_accum
+    settings = run_settings(args, defaults.mixed_precision)
+    eval_batch = args.eval_batch_size or 2 * micro_batch
     pin = defaults.pin_memory
     train_loader = train_dataloader(train_images, micro_batch, args.batch_size, args.seed, defaults.workers, pin)
     eval_workers = min(defaults.workers, 4)  # no augmentation: a few workers keep up with a no-grad forward
@@ -292,9 +462,12 @@ def setup_run(args: argparse.Namespace) -> Run:
         f"steps/epoch; {accelerator.device}, precision {defaults.mixed_precision}, "
         f"{'compiled' if defaults.compile else 'eager'}, {defaults.workers} workers, {pipeline} input pipeline"
     )
+    fitted = {"flag": "--grad-accum", "checkpoint": "the run's --grad-accum"}.get(accumulation_from, "fitted")
+    accelerator.print(f"memory per process: micro-batch {micro_batch} ({fitted}): {plan.describe()}")
     return Run(
         args=args, accelerator=accelerator, output_dir=output_dir, settings=settings, data=data, init=init,
         model=model, forward=torch.compile(model) if defaults.compile else model, optimizer=optimizer,
         scheduler=scheduler, train_loader=train_loader, val_loader=val_loader, eval_loader=eval_loader, ema=ema,
         mixup=mixup, criterion=criterion, micro_batch=micro_batch, state=state, compile_pending=defaults.compile,
+        lock=lock,
     )  # fmt: skip

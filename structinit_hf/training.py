@@ -87,7 +87,12 @@ def training_parser() -> argparse.ArgumentParser:
     recipe = parser.add_argument_group("recipe")
     recipe.add_argument("--epochs", type=int, default=200)
     recipe.add_argument("--batch-size", type=int, default=512, help="global batch per optimizer step")
-    recipe.add_argument("--grad-accum", type=int, default=1, help="micro-batches accumulated per optimizer step")
+    recipe.add_argument(
+        "--grad-accum",
+        type=int,
+        default=None,
+        help="micro-batches accumulated per optimizer step; default: the fewest whose micro-batch fits the memory",
+    )
     recipe.add_argument("--opt", default="adamw", help="timm optimizer name")
     recipe.add_argument("--lr", type=float, default=1e-3)
     recipe.add_argument("--weight-decay", type=float, default=0.01)
@@ -114,7 +119,8 @@ def training_parser() -> argparse.ArgumentParser:
         "--mixed-precision",
         choices=("no", "fp16", "bf16"),
         default=None,
-        help="default: an accelerate config's fp16/bf16, else bf16 on a GPU that has it (fp16 otherwise), no on CPU",
+        help="default: an accelerate config's fp16/bf16, else bf16 on a GPU that has it (fp16 otherwise), no on CPU; "
+        "fp16 needs a GPU",
     )
     speed.add_argument(
         "--compile",
@@ -158,7 +164,9 @@ def _nonfinite_error(what: str, run: Run, epoch: int) -> FloatingPointError:
     kept = f"the last good checkpoint is {checkpoints[-1]}" if checkpoints else "no checkpoint was written yet"
     return FloatingPointError(
         f"{what} at epoch {epoch + 1} (after optimizer step {run.state.step}); training stopped and {kept}. "
-        "Resume from it with --resume and a lower --lr, a longer --warmup-epochs or a smaller --clip-grad."
+        "Training is deterministic, so --resume with the same flags would repeat it (and a resume refuses other "
+        "flags): start a new run in another --output-dir with a lower --lr, a longer --warmup-epochs or a smaller "
+        "--clip-grad"
     )
 
 
@@ -217,7 +225,7 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
         micro_steps += 1
         images += inputs.shape[0] * accelerator.num_processes
         progress.update(inputs.shape[0] * accelerator.num_processes)
-        if micro_steps % LOG_EVERY == 0:
+        if micro_steps % LOG_EVERY == 0 or micro_steps == len(run.train_loader):  # at least once an epoch
             running = accelerator.reduce(loss_sum, reduction="mean") / micro_steps
             if not _all_finite(run, running):
                 raise _nonfinite_error(f"the training loss became {running.item()}", run, epoch)
@@ -329,6 +337,8 @@ def finish_run(run: Run) -> dict[str, Any]:
         wall_time_s=state.wall_time_s,
     )
     record["peak_gpu_memory_mb"] = peak_gpu_memory_mb(run.accelerator.device)
+    record["micro_batch"], record["grad_accum"] = run.micro_batch, run.accelerator.gradient_accumulation_steps
+    record["mixed_precision"] = run.accelerator.mixed_precision  # what trained (fp16 is refused on a CPU)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         trained = run.ema.module if run.ema is not None else accelerator.unwrap_model(run.model)
@@ -347,12 +357,16 @@ def finish_run(run: Run) -> dict[str, Any]:
 def train(args: argparse.Namespace) -> dict[str, Any]:
     """Train ``args.model`` on ``args.dataset``; write the run folder and return the results record."""
     run = setup_run(args)
-    for epoch in range(run.state.epoch, args.epochs):
-        trained = train_one_epoch(run, epoch)
-        val = validate(run, run.val_loader, run.data.validation_split)
-        log_epoch(run, trained, val)
-        if run.state.epoch % args.checkpoint_every == 0 or run.state.epoch == args.epochs:
-            save_training_state(
-                run.accelerator, run.output_dir, run.state, run.settings, run.ema, args.keep_checkpoints
-            )
-    return finish_run(run)
+    try:
+        for epoch in range(run.state.epoch, args.epochs):
+            trained = train_one_epoch(run, epoch)
+            val = validate(run, run.val_loader, run.data.validation_split)
+            log_epoch(run, trained, val)
+            if run.state.epoch % args.checkpoint_every == 0 or run.state.epoch == args.epochs:
+                save_training_state(
+                    run.accelerator, run.output_dir, run.state, run.settings, run.ema, args.keep_checkpoints
+                )
+        return finish_run(run)
+    finally:
+        if run.lock is not None:
+            run.lock.release()

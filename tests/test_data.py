@@ -68,8 +68,12 @@ def test_columns_found_by_feature_type_and_explicit_names() -> None:
     features = datasets.Features({"photo": datasets.Image(), "category": datasets.ClassLabel(names=NAMES)})
     assert find_columns(features) == ("photo", "category")
     assert find_columns(features, image_column="photo", label_column="category") == ("photo", "category")
-    with pytest.raises(ValueError, match="'pixels' not found.*photo, category"):
+    with pytest.raises(ValueError, match="--image-column 'pixels': no such column.*photo, category"):
         find_columns(features, image_column="pixels")
+    with pytest.raises(ValueError, match="--image-column 'category': that column holds ClassLabel, not images; "):
+        find_columns(features, image_column="category")
+    with pytest.raises(ValueError, match="--label-column 'photo': that column holds Image, not labels; .* category"):
+        find_columns(features, label_column="photo")
 
 
 def test_ambiguous_columns_ask_for_the_flag() -> None:

@@ -7,57 +7,27 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
-from tiny_runs import REPO, TIMINGS, run, synthetic_args, synthetic_dataset, weights
+from tiny_runs import (
+    KILLING_TRAIN,
+    REPO,
+    TIMINGS,
+    run,
+    run_killed_at,
+    script_env,
+    synthetic_args,
+    synthetic_dataset,
+    weights,
+)
 
-# Run scripts/train.py with one function patched to SIGKILL the process at a precise instant.
-KILLING_TRAIN = """
-import os, runpy, shutil, signal, sys
-from pathlib import Path
-import accelerate
+from structinit_hf.cli import UsageError
+from structinit_hf.run_lock import LOCK_FILE, acquire_run_lock
 
-point, calls = os.environ["KILL_AT"], []
-
-def kill_when(owner, name, condition, after=False):
-    real = getattr(owner, name)
-    def patched(*args, **kwargs):
-        hit = condition(*args, **kwargs)
-        if hit and not after:
-            os.kill(os.getpid(), signal.SIGKILL)
-        result = real(*args, **kwargs)
-        if hit:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return result
-    setattr(owner, name, patched)
-
-def nth_call(n):
-    def condition(*args, **kwargs):
-        calls.append(1)
-        return len(calls) == n
-    return condition
-
-if point == "checkpoint-write":  # the model is in the temporary folder, the trainer state not yet
-    kill_when(accelerate.Accelerator, "save_state", nth_call(1), after=True)
-elif point == "checkpoint-delete":  # an old checkpoint renamed away, not yet removed
-    kill_when(shutil, "rmtree", lambda path, *a, **k: ".deleted-" in str(path))
-elif point == "final-swap-in":  # final/ staged, not yet renamed into place
-    kill_when(os, "replace", lambda src, dst: Path(dst).name == "final")
-elif point == "final-swap-aside":  # between the renames: the old final/ moved aside, the new one not yet in
-    kill_when(os, "replace", lambda src, dst: Path(src).name == "final", after=True)
-sys.argv = [os.environ["TRAIN_SCRIPT"], *sys.argv[1:]]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
-
-
-def run_killed_at(point: str, argv: list[str]) -> None:
-    env = {
-        **os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(torch.get_num_threads()), "KILL_AT": point,
-        "TRAIN_SCRIPT": str(REPO / "scripts" / "train.py"),
-    }  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", KILLING_TRAIN, *argv], env=env, capture_output=True, timeout=300)
-    assert done.returncode == -signal.SIGKILL, f"{point}: not killed: {done.stderr.decode()[-3000:]}"
+pytestmark = pytest.mark.slow  # every test here trains, most in subprocesses
 
 
 def test_a_kill_at_any_instant_then_the_same_command_continues_to_the_same_weights(tmp_path) -> None:
@@ -74,6 +44,7 @@ def test_a_kill_at_any_instant_then_the_same_command_continues_to_the_same_weigh
     run_killed_at("checkpoint-write", command)  # before the first checkpoint: epoch 1 logged, its save half done
     assert [p.name for p in (out / "checkpoints").iterdir()] == [".epoch_0001.tmp"]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
+    assert (out / LOCK_FILE).is_file()  # the killed run's lock stays behind, and does not block the next run
     run_killed_at("checkpoint-delete", command)  # starts clean; killed removing epoch 1 after saving epoch 2
     assert (out / "checkpoints" / "epoch_0002" / "trainer_state.json").is_file()
     assert any(p.name.startswith(".epoch_0001.deleted-") for p in (out / "checkpoints").iterdir())
@@ -95,7 +66,7 @@ def test_a_kill_at_any_instant_then_the_same_command_continues_to_the_same_weigh
     ]
     assert per_epoch[0] == per_epoch[1] and [line["epoch"] for line in per_epoch[1]] == [1, 2, 3]
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0003"]
-    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")] and not (out / LOCK_FILE).exists()
 
 
 def test_resume_refuses_changed_settings_and_accepts_harmless_ones(tmp_path) -> None:
@@ -134,3 +105,63 @@ def test_resume_refuses_a_checkpoint_whose_weights_do_not_fit_the_model(tmp_path
     monkeypatch.setattr(run_setup, "load_model", wider)
     with pytest.raises(ValueError, match=r"do not fit the model built now .*mlp\.fc1\.bias \(192,\) -> \(96,\)"):
         run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))
+
+
+def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_block(tmp_path) -> None:
+    """Catches two runs writing one folder (interleaved metrics, the second's checkpoints over the first's) and a
+    lock that outlives its process: a kill -9 leaves run.lock behind, and the next run must take it over."""
+    dataset = synthetic_dataset(tmp_path / "data")
+    out = tmp_path / "run"
+    held = acquire_run_lock(out)  # a live run (this process) holds the folder
+    try:
+        for resume in ([], ["--resume", "latest"]):
+            with pytest.raises(UsageError, match=rf"in use by a live training run, pid {os.getpid()} .*kill <pid>"):
+                run(synthetic_args(dataset, out, "--epochs", "1", *resume))
+    finally:
+        held.release()
+    assert not out.exists(), "a refused run left a folder behind"
+
+    code = f"from structinit_hf.run_lock import acquire_run_lock; import os, signal; acquire_run_lock({str(out)!r}); "
+    done = subprocess.run([sys.executable, "-c", code + "os.kill(os.getpid(), signal.SIGKILL)"], env=script_env())
+    assert done.returncode == -signal.SIGKILL
+    dead = json.loads((out / LOCK_FILE).read_text())["pid"]
+    record = run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))  # the dead lock is taken over
+    assert record["epochs"] == 1 and dead != os.getpid() and not (out / LOCK_FILE).exists()
+
+
+def test_a_training_child_left_by_a_killed_accelerate_launch_is_detected_not_raced(tmp_path) -> None:
+    """Catches the README's recovery (kill -9 the launcher, then --resume latest) running a second training beside
+    the first, whose child outlives its launcher: the resume must be refused naming the child, which is alive,
+    and once the child is gone the resume must go through."""
+    dataset = synthetic_dataset(tmp_path / "data")
+    out, paused, wrapper = tmp_path / "run", tmp_path / "paused", tmp_path / "pausing_train.py"
+    wrapper.write_text(KILLING_TRAIN)
+    launch = [
+        sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "1", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", str(wrapper),
+        *synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"),
+    ]  # fmt: skip
+    env = script_env(KILL_AT="pause", PAUSED_FILE=str(paused), TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"))
+    launcher = subprocess.Popen(launch, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = None
+    try:
+        deadline = time.monotonic() + 240
+        while not paused.is_file():  # the child writes it once set up, holding the folder, before epoch 1
+            assert launcher.poll() is None, launcher.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "the training child did not reach its first epoch"
+            time.sleep(0.2)
+        child = int(paused.read_text())
+        assert child != launcher.pid and json.loads((out / LOCK_FILE).read_text())["pid"] == child
+        launcher.kill()
+        launcher.wait()
+        os.kill(child, 0)  # the child outlived its launcher
+        with pytest.raises(UsageError, match=rf"in use by a live training run, pid {child} "):
+            run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))
+    finally:
+        launcher.kill()
+        if child is not None:
+            os.kill(child, signal.SIGKILL)
+    while Path(f"/proc/{child}").exists() and "State:\tZ" not in Path(f"/proc/{child}/status").read_text():
+        time.sleep(0.05)  # SIGKILL is delivered asynchronously; its flock goes when the process is gone
+    record = run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))
+    assert record["epochs"] == 1 and (out / "final" / "model.safetensors").is_file()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -54,3 +58,65 @@ def synthetic_args(dataset: Path, output_dir: Path, *extra: str) -> list[str]:
         *TINY_MODEL, "--dataset", str(dataset), "--output-dir", str(output_dir), "--val-split", "0",
         "--batch-size", "8", "--epochs", "3", "--warmup-epochs", "1", "--keep-checkpoints", "1", *extra,
     ]  # fmt: skip
+
+
+# Run scripts/train.py with one function patched to SIGKILL the process at a precise instant (KILL_AT), or to
+# stop it, alive and holding its run folder, before its first epoch (KILL_AT=pause: it writes PAUSED_FILE and
+# sleeps).  No polling: where the process dies or waits is fixed by the patch, not by timing.
+KILLING_TRAIN = """
+import os, runpy, shutil, signal, sys, time
+from pathlib import Path
+import accelerate
+import structinit_hf.checkpoints, structinit_hf.training
+
+point, calls = os.environ["KILL_AT"], []
+
+def kill_when(owner, name, condition, after=False):
+    real = getattr(owner, name)
+    def patched(*args, **kwargs):
+        hit = condition(*args, **kwargs)
+        if hit and not after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        result = real(*args, **kwargs)
+        if hit:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+    setattr(owner, name, patched)
+
+def nth_call(n):
+    def condition(*args, **kwargs):
+        calls.append(1)
+        return len(calls) == n
+    return condition
+
+def pause(*args, **kwargs):
+    Path(os.environ["PAUSED_FILE"]).write_text(str(os.getpid()))
+    time.sleep(3600)
+
+if point == "checkpoint-write":  # the model is in the temporary folder, the trainer state not yet
+    kill_when(accelerate.Accelerator, "save_state", nth_call(1), after=True)
+elif point.startswith("after-checkpoint-"):  # checkpoint N renamed into place, older ones not yet deleted
+    kill_when(structinit_hf.checkpoints, "swap_in_folder", nth_call(int(point.split("-")[-1])), after=True)
+elif point == "checkpoint-delete":  # an old checkpoint renamed away, not yet removed
+    kill_when(shutil, "rmtree", lambda path, *a, **k: ".deleted-" in str(path))
+elif point == "final-swap-in":  # final/ staged, not yet renamed into place
+    kill_when(os, "replace", lambda src, dst: Path(dst).name == "final")
+elif point == "final-swap-aside":  # between the renames: the old final/ moved aside, the new one not yet in
+    kill_when(os, "replace", lambda src, dst: Path(src).name == "final", after=True)
+elif point == "pause":  # set up, run folder locked, before the first epoch
+    structinit_hf.training.train_one_epoch = pause
+sys.argv = [os.environ["TRAIN_SCRIPT"], *sys.argv[1:]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def script_env(**extra: str) -> dict[str, str]:
+    """The environment a test starts a script in: offline, the test's thread count."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(torch.get_num_threads()), **extra}
+
+
+def run_killed_at(point: str, argv: list[str]) -> None:
+    """Run ``scripts/train.py argv`` in a process that SIGKILLs itself at ``point`` (see :data:`KILLING_TRAIN`)."""
+    env = script_env(KILL_AT=point, TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"))
+    done = subprocess.run([sys.executable, "-c", KILLING_TRAIN, *argv], env=env, capture_output=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, f"{point}: not killed: {done.stderr.decode()[-3000:]}"
