@@ -108,6 +108,6 @@ def stock_timm_config(model: nn.Module, label_names: list[str] | None = None) ->
         pretrained_cfg={key: cfg[key] for key in _DATA_KEYS if cfg.get(key) is not None},
         structinit={
             "architecture": cfg.get("architecture"),
-            **{k: v for k, v in (getattr(model, "structinit_settings", None) or {}).items() if k != "shifts"},
+            **(getattr(model, "structinit_settings", None) or {}),
         },
     )

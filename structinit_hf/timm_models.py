@@ -81,7 +81,7 @@ class StructInitVisionTransformer(VisionTransformer):
             kwargs.get("img_size", 224), kwargs.get("patch_size", 16), embed_dim, num_heads, pos_embed == "sincos"
         )
         super().__init__(pos_embed="none" if pos_embed == "none" else "learn", weight_init="skip", **kwargs)
-        self.attention_init, self.init_options = attention_init, options
+        self.attention_init, self._settings = attention_init, settings  # options resolved once, defaults filled in
         # what rebuilds this network in stock timm (exported checkpoints name a stock architecture with these)
         self.network_args = {
             **{k: v for k, v in kwargs.items() if k not in ("num_classes", "device", "dtype")},
@@ -118,13 +118,14 @@ class StructInitVisionTransformer(VisionTransformer):
             return
         if self.pos_embed is not None and self.fixed_pos_embed:
             prefix = 0 if self.no_embed_class else self.num_prefix_tokens
-            self.pos_embed.zero_()
-            self.pos_embed[:, prefix:] = sincos_2d(self.patch_embed.grid_size, self.embed_dim)
-        apply_structured_init(self, self.attention_init, **self.init_options)
-        self.structinit_settings = init_settings(self.attention_init, self.init_options)
-        shifts = getattr(self, "structinit_shifts", None)
-        if shifts is not None:
-            self.structinit_settings["shifts"] = shifts
+            self.pos_embed[:, :prefix] = 0
+            if self.attention_init != "impulse":  # impulse init writes the code its solve assumes
+                self.pos_embed[:, prefix:] = sincos_2d(self.patch_embed.grid_size, self.embed_dim)
+        options = {k: v for k, v in self._settings.items() if k != "attention_init"}
+        apply_structured_init(self, self.attention_init, **options)
+        self.structinit_settings = dict(self._settings)
+        if getattr(self, "structinit_shifts", None) is not None:  # the impulse each head started from
+            self.structinit_settings["shifts"] = self.structinit_shifts
         if (mode or self.weight_init_mode) not in ("", None):
             self.structinit_settings["weight_init"] = mode or self.weight_init_mode
 

@@ -6,11 +6,10 @@ import pytest
 import timm
 import torch
 from safetensors.torch import save_file
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.data import IMAGENET_DEFAULT_MEAN
 
 import structinit_hf  # noqa: F401  (registers the models)
-from structinit_hf import impulse
-from structinit_hf import variants
+from structinit_hf import impulse, variants
 
 TINY = dict(img_size=16, patch_size=2, depth=1)  # an 8x8 patch grid fits the 5x5 kernel
 OUR_NAMES = [
@@ -133,6 +132,8 @@ def test_mimetic_and_control_reject_impulse_options() -> None:
 
 def test_fresh_models_record_their_init_settings() -> None:
     impulse_model = timm.create_model("vit_tiny_impulse5", **TINY, seed=4, sharpness=0.6)
+    shifts = impulse_model.structinit_settings.pop("shifts")  # per block, [dy, dx] per head, in the 5x5 window
+    assert len(shifts) == 1 and len(shifts[0]) == 3 and all(abs(c) <= 2 for shift in shifts[0] for c in shift)
     assert impulse_model.structinit_settings == {
         "attention_init": "impulse",
         "preset": "structinit",
@@ -155,21 +156,27 @@ def test_fresh_models_record_their_init_settings() -> None:
     assert reset.structinit_settings == {"attention_init": "default", "weight_init": "reset"}
 
 
+# what a user of each name gets from timm's data config, written out (not read back from the variant table)
+EXPECTED_DATA = {
+    **dict.fromkeys(
+        ["vit_tiny_patch2_32", "vit_tiny_impulse3", "vit_tiny_impulse5", "vit_tiny_mimetic", "vit_mimetic"],
+        ((3, 32, 32), 10, 1.0, (0.4914, 0.4822, 0.4465), 2, 192, 3),
+    ),
+    **dict.fromkeys(
+        ["vit_tiny_impulse3_patch16_224", "vit_small_impulse3_patch16_224", "vit_base_impulse3_patch16_224"],
+        ((3, 224, 224), 1000, 0.9, IMAGENET_DEFAULT_MEAN, 16, None, None),
+    ),
+}
+
+
 @pytest.mark.parametrize("name", sorted(variants.TIMM_VARIANTS))
-def test_registered_cfg_is_the_variant_table_entry(name: str) -> None:
-    """Catches the registry drifting from the one variant table (the transformers config reads it too): a
-    geometry, init, class count, crop or normalization written again by hand, and ImageNet statistics that
-    are not timm's own (the remote-code table spells them out because it cannot import timm)."""
-    entry = variants.TIMM_VARIANTS[name]
-    cfg = timm.models.get_pretrained_cfg(name).to_dict()
-    side = entry.model_args["img_size"]
-    assert cfg["input_size"] == (3, side, side)
-    assert {key: cfg[key] for key in ("num_classes", "crop_pct", "mean", "std")} == entry.data
-    model = timm.create_model(name, depth=1, **({"img_size": 48} if side == 224 else {}))
-    assert model.patch_embed.patch_size == (entry.model_args["patch_size"],) * 2
-    assert (model.embed_dim, model.blocks[0].attn.num_heads) == (
-        entry.model_args["embed_dim"],
-        entry.model_args["num_heads"],
-    )
-    assert model.structinit_settings["attention_init"] == entry.model_args["attention_init"]
-    assert variants.IMAGENET_MEAN == IMAGENET_DEFAULT_MEAN and variants.IMAGENET_STD == IMAGENET_DEFAULT_STD
+def test_registered_names_give_the_data_config_and_geometry_users_expect(name: str) -> None:
+    """Catches a crop, normalization, class count or geometry that drifts from what the README promises."""
+    input_size, num_classes, crop_pct, mean, patch, width, heads = EXPECTED_DATA[name]
+    model = timm.create_model(name, depth=1, **({"img_size": 48} if input_size[-1] == 224 else {}))
+    config = timm.data.resolve_data_config({}, pretrained_cfg=timm.models.get_pretrained_cfg(name).to_dict())
+    assert (config["input_size"], config["crop_pct"], tuple(config["mean"])) == (input_size, crop_pct, mean)
+    assert timm.models.get_pretrained_cfg(name).num_classes == num_classes == model.num_classes
+    assert model.patch_embed.patch_size == (patch, patch)
+    if width is not None:
+        assert (model.embed_dim, model.blocks[0].attn.num_heads) == (width, heads)
