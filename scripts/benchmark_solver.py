@@ -3,8 +3,12 @@
 1. The solvers on the CIFAR ViT-Tiny setting (16 x 16 grid, dim 192, 3 heads, k = 3 and 5): the paper's
    ``"adam"`` recipe (v1), the authors' v2 ``"pinv"`` closed form, the 0.1 ``"svd"`` closed form and the default
    ``"shift"`` construction: seconds, hit rate and target mass on the pseudo input.
-2. ``timm.create_model("vit_tiny_impulse3")`` against the control ``vit_tiny_patch2_32``, interleaved.
-3. Init health on real CIFAR-10 test images at the paper's architecture (32 px, patch 2, depth 12), for each
+2. Build time of every registered size against the same network without the init (stock timm for the 224 px
+   sizes, the registered control ``vit_tiny_patch2_32`` at 32 px), interleaved in one process: median seconds
+   and their ratio.
+3. One solve on a 1,024-token grid (32 x 32: 32 px at patch 1), ViT-Tiny's width, every block's heads at once:
+   seconds and peak memory, each in a fresh process.
+4. Init health on real CIFAR-10 test images at the paper's architecture (32 px, patch 2, depth 12), for each
    benchmark arm named by ``--arms``: per block the spectral norm of W_q, the attention entropy as a share of
    uniform and, for impulse arms, the share of rows peaking on the impulse target
    (:func:`structinit_hf.init_health.init_health`).
@@ -16,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import platform
+import resource
 import statistics
 import sys
 import time
@@ -57,21 +63,76 @@ def solver_rows(repeats: int) -> list[dict]:
     return rows
 
 
-def create_model_rows(repeats: int) -> dict:
-    """Median wall and CPU seconds of each build, interleaved so both see the same machine load; on a shared machine
-    the CPU seconds (this process's own) are the steadier measure of what the init adds."""
-    names = ("vit_tiny_patch2_32", "vit_tiny_impulse3")
-    wall, cpu = {name: [] for name in names}, {name: [] for name in names}
-    for _ in range(repeats):
-        for name in names:
-            start_wall, start_cpu = time.perf_counter(), time.process_time()
-            timm.create_model(name)
-            wall[name].append(time.perf_counter() - start_wall)
-            cpu[name].append(time.process_time() - start_cpu)
-    rows = {name: statistics.median(wall[name]) for name in names}
-    rows.update({f"{name}_cpu": statistics.median(cpu[name]) for name in names})
-    rows["extra_seconds"] = rows["vit_tiny_impulse3"] - rows["vit_tiny_patch2_32"]
-    rows["extra_cpu_seconds"] = rows["vit_tiny_impulse3_cpu"] - rows["vit_tiny_patch2_32_cpu"]
+# registered name -> (the same network without the init, its timm.create_model keywords)
+_STOCK = dict(class_token=False, global_pool="avg")
+BUILD_PAIRS = {
+    "vit_tiny_impulse3": ("vit_tiny_patch2_32", {}),
+    "vit_tiny_impulse5": ("vit_tiny_patch2_32", {}),
+    "vit_tiny_mimetic": ("vit_tiny_patch2_32", {}),
+    "vit_tiny_impulse3_patch16_224": ("vit_tiny_patch16_224", _STOCK),
+    "vit_small_impulse3_patch16_224": ("vit_small_patch16_224", _STOCK),
+    "vit_base_impulse3_patch16_224": ("vit_base_patch16_224", _STOCK),
+}
+
+
+def build_time_rows(repeats: int) -> list[dict]:
+    """Median seconds of ``timm.create_model`` with the init and of the same network without it, interleaved so both
+    see the same machine load; the ratio is the measure on a shared machine."""
+    rows = []
+    for name, (stock, kwargs) in BUILD_PAIRS.items():
+        seconds = {name: [], stock: []}
+        for _ in range(repeats):
+            for model, extra in ((stock, kwargs), (name, {})):
+                start = time.perf_counter()
+                timm.create_model(model, **extra)
+                seconds[model].append(time.perf_counter() - start)
+        init, plain = statistics.median(seconds[name]), statistics.median(seconds[stock])
+        rows.append(
+            dict(name=name, stock=stock, seconds=init, stock_seconds=plain, extra=init - plain, ratio=init / plain)
+        )
+    return rows
+
+
+LARGE_GRID = dict(grid=(32, 32), dim=192, heads=36, head_dim=64)  # 1,024 tokens; 12 blocks x 3 heads of ViT-Tiny
+
+
+def _large_grid_solve(method: str, kind: str, queue) -> None:
+    """In a fresh process: one solve of every block's heads on the 1,024-token grid; seconds and peak RSS growth."""
+    torch.set_num_threads(1)
+    grid, dim, heads, head_dim = (LARGE_GRID[key] for key in ("grid", "dim", "heads", "head_dim"))
+    x = impulse.pseudo_input(grid, dim, kind)
+    shifts = torch.cat([impulse.impulse_shifts(3, 3, seed, grid) for seed in range(heads // 3)])
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    q, k = impulse.solve_qk(x, shifts, grid, head_dim, method)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # KiB on Linux
+    targets = impulse.impulse_targets(grid, shifts[:3])
+    fidelity = impulse.target_fidelity(impulse.attention_maps(x, q[:3], k[:3]), targets)
+    queue.put(dict(method=method, pseudo_input=kind, seconds=seconds, peak_mib=peak / 1024, **fidelity))
+
+
+LARGE_GRID_CASES = (
+    ("shift", "sincos"),
+    ("svd", "sincos"),
+    ("pinv", "learned"),
+)  # each solver on the input it is used with
+
+
+def large_grid_rows(cases: tuple[tuple[str, str], ...] = LARGE_GRID_CASES) -> list[dict]:
+    """The 1,024-token solve per solver, each in its own process so its peak memory is its own. Beside it, what the
+    pre-refactor solver built first: one float32 N x N map per head (``heads x N^2 x 4`` bytes)."""
+    context = multiprocessing.get_context("spawn")
+    rows = []
+    for method, kind in cases:
+        queue = context.Queue()
+        process = context.Process(target=_large_grid_solve, args=(method, kind, queue))
+        process.start()
+        rows.append(queue.get())
+        process.join()
+    tokens = LARGE_GRID["grid"][0] * LARGE_GRID["grid"][1]
+    for row in rows:
+        row["dense_maps_mib"] = LARGE_GRID["heads"] * tokens**2 * 4 / 2**20
     return rows
 
 
@@ -104,16 +165,36 @@ def to_markdown(result: dict) -> str:
         "Speed-up of svd over adam: " + ", ".join(f"k={k}: {v:.0f}x" for k, v in result["speedup"].items()),
         "",
     ]
-    c = result["create_model"]
     lines += [
-        "## create_model (median seconds; wall, and this process's CPU time)",
+        "## Build time: timm.create_model with the init against the same network without it",
         "",
-        "| | vit_tiny_patch2_32 | vit_tiny_impulse3 | extra |",
-        "|---|---|---|---|",
+        "Median seconds of interleaved builds in one process; the ratio is the measure on a shared machine.",
+        "",
+        "| model | stock | seconds | stock seconds | extra | ratio |",
+        "|---|---|---|---|---|---|",
     ]
-    for label, suffix, extra in (("wall", "", "extra_seconds"), ("CPU", "_cpu", "extra_cpu_seconds")):
-        control, impulse3 = c[f"vit_tiny_patch2_32{suffix}"], c[f"vit_tiny_impulse3{suffix}"]
-        lines.append(f"| {label} | {control:.3f} | {impulse3:.3f} | {c[extra]:+.3f} |")
+    for row in result["build_time"]:
+        numbers = f"{row['seconds']:.3f} | {row['stock_seconds']:.3f} | {row['extra']:+.3f} | {row['ratio']:.2f}"
+        lines.append(f"| {row['name']} | {row['stock']} | {numbers} |")
+    grid = LARGE_GRID
+    lines += [
+        "",
+        f"## One solve on a 1,024-token grid ({grid['grid'][0]}x{grid['grid'][1]}, dim {grid['dim']}, "
+        f"{grid['heads']} heads of width {grid['head_dim']}: every block of a ViT-Tiny at 32 px, patch 1)",
+        "",
+        "Peak memory is the growth of the process's peak RSS during the solve, in a fresh process. The pre-refactor "
+        "solver first built one float32 N x N map per head: the last column.",
+        "",
+        "| method | pseudo input | seconds | peak MiB | hit rate (block 1) | target mass | N x N maps MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result["large_grid"]:
+        numbers = (f"{row[key]:.{digits}f}" for key, digits in (("seconds", 2), ("peak_mib", 0), ("hit_rate", 3)))
+        lines.append(
+            f"| {row['method']} | "
+            + " | ".join(numbers)
+            + f" | {row['target_mass']:.3f} | {row['dense_maps_mib']:.0f} |"
+        )
     lines.append("")
     health = result["init_health"]
     depth = len(next(iter(health.values())))
@@ -138,7 +219,8 @@ def solver_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data", type=Path, default=Path("../shared/data/cifar10-small"))
     parser.add_argument("--num-images", type=int, default=64)
     parser.add_argument("--arms", nargs="+", default=list(HEALTH_ARMS), choices=tuple(ALL_ARMS))
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="runs of each solver (the median is reported)")
+    parser.add_argument("--build-repeats", type=int, default=3, help="builds of each model (the median is reported)")
     parser.add_argument("--out", type=Path, default=None, help="folder for results.json and results.md")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 keeps timings steady on a busy CPU)")
     return parser
@@ -158,14 +240,13 @@ def run(args: argparse.Namespace) -> None:
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
         f"timm {timm.__version__}, structinit_hf {structinit_hf.__version__}",
         "solver": solver_rows(args.repeats),
-        "create_model": create_model_rows(args.repeats),
+        "build_time": build_time_rows(args.build_repeats),
+        "large_grid": large_grid_rows(),
         "num_images": args.num_images,
         "init_health": health_rows(args.data, args.num_images, args.arms),
     }
     by = {(r["kernel_size"], r["method"]): r for r in result["solver"] if r["pseudo_input"] == "sincos"}
     result["speedup"] = {k: by[(k, "adam")]["seconds"] / by[(k, "svd")]["seconds"] for k in (3, 5)}
-    create = result["create_model"]
-    create["ratio"] = create["vit_tiny_impulse3"] / create["vit_tiny_patch2_32"]
     text = to_markdown(result)
     print(text)
     if args.out:

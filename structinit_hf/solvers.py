@@ -211,7 +211,8 @@ def solve_pinv(
     rank = min(head_dim, s.shape[0])
     # the authors factor pinv(X) T pinv(X)^T (D x D); V_r has orthonormal columns, so the r x r core C_h has its factors
     u, s, v = u[:, :rank], s[:rank], vh[:rank].T
-    p, sa, rh = torch.linalg.svd(u.T @ logits @ u / (s.unsqueeze(-1) * s))
+    core = torch.stack([u.T @ head @ u for head in logits])  # head by head: no second heads x N x N buffer
+    p, sa, rh = torch.linalg.svd(core / (s.unsqueeze(-1) * s))
     root = sa.sqrt().unsqueeze(-2)
     q = F.pad(v @ (p * root), (0, head_dim - rank))
     k = F.pad(v @ (rh.transpose(-1, -2) * root), (0, head_dim - rank))
@@ -303,12 +304,13 @@ def solve_shift(
     distinct, head_of = torch.unique(shifts, dim=0, return_inverse=True)  # the map depends on the shift alone
     target, valid = shift_index(grid, distinct)
     pointed = torch.stack([_pointed_identity(x, target[i], valid[i], rtol) for i in range(len(distinct))]).float()
+    pointed = beta * pointed
     generator, rank = _generator(seed), min(head_dim, dim)
     q, k = torch.empty(heads, dim, rank), torch.empty(heads, dim, rank)
     for start in range(0, heads, _HEADS_PER_DRAW):  # Z is drawn in order, a few heads at a time: memory stays small
         chunk = slice(start, min(start + _HEADS_PER_DRAW, heads))
-        z = torch.randn(chunk.stop - chunk.start, dim, dim, generator=generator) / dim**0.5
-        q[chunk], k[chunk] = low_rank_factors(alpha * z + beta * pointed[head_of[chunk]], rank)
+        z = torch.randn(chunk.stop - chunk.start, dim, dim, generator=generator).div_(dim**0.5).mul_(alpha)
+        q[chunk], k[chunk] = low_rank_factors(z.add_(pointed[head_of[chunk]]), rank)
     return F.pad(q, (0, head_dim - rank)).to(xb.device), F.pad(k, (0, head_dim - rank)).to(xb.device)
 
 

@@ -46,3 +46,30 @@ def test_vo_product_is_minus_identity_plus_noise() -> None:
     diag, off = diagonal_and_off_diagonal(v @ o)
     assert diag.mean().item() == pytest.approx(-0.4, abs=0.03)
     assert off.std().item() == pytest.approx(0.4 / dim**0.5, rel=0.05)
+
+
+def test_low_rank_factors_choose_the_factorisation_by_the_kept_share() -> None:
+    """Catches the partial factorisation (ViT-Small/-Base heads) drifting far from the SVD's best rank-r fit, the
+    full-rank route losing the product, or either becoming seed- or run-dependent."""
+    from structinit_hf.mimetic import low_rank_factors
+
+    generator = torch.Generator().manual_seed(0)
+    targets = 0.7 * torch.randn(2, 256, 256, generator=generator) / 16 + 0.7 * torch.eye(256)
+    u, s, vh = torch.linalg.svd(targets)
+    best = (u[..., :32] * s[..., None, :32]) @ vh[..., :32, :]
+    a, b = low_rank_factors(targets, 32)  # 32 of 256 directions: partial
+    assert a.shape == b.shape == (2, 256, 32)
+    assert (targets - a @ b.mT).norm() < 1.03 * (targets - best).norm()  # a flat spectrum: near, not at, the optimum
+    assert (torch.linalg.matrix_norm(a @ b.mT, 2) > 0.97 * s[:, 0]).all()  # the leading values are (nearly) kept
+    torch.testing.assert_close(low_rank_factors(targets, 32), (a, b), rtol=0, atol=0)
+    a, b = low_rank_factors(targets, 256)  # full rank: the Gram route, nothing cut
+    torch.testing.assert_close(a @ b.mT, targets, rtol=0, atol=1e-5)
+    torch.testing.assert_close(torch.linalg.svdvals(a), s.sqrt(), rtol=0, atol=1e-4)  # balanced: S^1/2 each
+    a, b = low_rank_factors(targets, 64)  # a quarter: the exact SVD
+    torch.testing.assert_close(a @ b.mT, (u[..., :64] * s[..., None, :64]) @ vh[..., :64, :], rtol=0, atol=1e-5)
+
+
+def test_value_output_product_is_the_mimetic_target() -> None:
+    v, o = mimetic_vo(192, seed=3)
+    z = torch.randn(192, 192, generator=torch.Generator().manual_seed(4)) / 192**0.5
+    torch.testing.assert_close(v @ o, 0.4 * z - 0.4 * torch.eye(192), rtol=0, atol=1e-5)
