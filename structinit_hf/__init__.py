@@ -1,18 +1,30 @@
 """structinit-hf: structured (impulse) attention initialization for Vision Transformers.
 
-Importing the package registers its models with timm (``timm.list_models("*impulse*")``); transformers reaches
-them through its own ``TimmWrapperConfig`` (see :mod:`structinit_hf.hf`).
+Importing the package registers its models with timm (``timm.list_models("*impulse*")``) and loads only what that
+needs (torch, timm). transformers reaches the models through its own ``TimmWrapperConfig``; this package's
+transformers names (:mod:`structinit_hf.hf`: ``StructInitViTConfig`` and its ``model_type`` ``structinit_vit``, the
+format of 0.1 checkpoints) and :func:`save_checkpoint` load on first use, or with ``import structinit_hf.hf``.
+The training application (``structinit_hf.training``, ``evaluation``, ``benchmark`` ...) needs the ``train`` extra.
 """
 
+import sys
+from importlib import import_module
+
 from . import timm_models  # noqa: F401  (registers the models with timm)
-from .export import save_checkpoint
-from .hf import StructInitViTConfig, StructInitViTForImageClassification, StructInitViTModel
 from .impulse import impulse_shifts, impulse_targets, pseudo_input, sincos_2d, solve_qk
 from .init import INIT_METHODS, ImpulseOptions, apply_structured_init
 from .mimetic import mimetic_qk, mimetic_vo
 from .timm_models import StructInitVisionTransformer
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+# loaded on first use: they import transformers, which a timm user does not need
+_LAZY = {
+    "StructInitViTConfig": "hf",
+    "StructInitViTForImageClassification": "hf",
+    "StructInitViTModel": "hf",
+    "save_checkpoint": "export",
+}
 
 __all__ = [
     "INIT_METHODS",
@@ -31,3 +43,13 @@ __all__ = [
     "sincos_2d",
     "solve_qk",
 ]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+
+
+if "transformers" in sys.modules:  # transformers already loaded: register model_type structinit_vit now
+    import_module(".hf", __name__)
