@@ -75,7 +75,8 @@ def _init_is_current(recorded: dict[str, Any], model_kwargs: dict[str, Any]) -> 
         return True
     given = {key: value for key, value in model_kwargs.items() if key in IMPULSE_KWARGS}
     expected = asdict(ImpulseOptions(**{"kernel_size": recorded.get("kernel_size"), **given}))
-    return all(expected.get(key) == value for key, value in recorded.items() if key != "attention_init")
+    drawn = ("attention_init", "shifts")  # the shifts follow from the options (seed, kernel, order)
+    return all(expected.get(key) == value for key, value in recorded.items() if key not in drawn)
 
 
 def check_finished_runs(planned: Iterable[tuple[list[str], Path, dict[str, Any]]]) -> None:
