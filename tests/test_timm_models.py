@@ -180,3 +180,26 @@ def test_registered_names_give_the_data_config_and_geometry_users_expect(name: s
     assert model.patch_embed.patch_size == (patch, patch)
     if width is not None:
         assert (model.embed_dim, model.blocks[0].attn.num_heads) == (width, heads)
+
+
+@pytest.mark.parametrize("name", ["vit_tiny_impulse3", "vit_tiny_mimetic", "vit_tiny_patch2_32"])
+def test_timm_citizenship_features_meta_resize_and_gradients(name: str) -> None:
+    """What timm's own suite asks of every model, on a tiny build: features_only, a meta-device build that
+    solves nothing, dynamic_img_size, set_input_size keeping the fixed code a buffer, a gradient for every
+    parameter."""
+    features = timm.create_model(name, features_only=True, out_indices=(0, 1), **dict(TINY, depth=2))
+    assert [tuple(f.shape) for f in features(torch.randn(2, 3, 16, 16))] == [(2, 192, 8, 8)] * 2
+    with torch.device("meta"):
+        skeleton = timm.create_model(name, **TINY)
+    assert skeleton.structinit_settings is None and skeleton.pos_embed.is_meta
+    assert timm.create_model(name, device="meta", **TINY).blocks[0].attn.qkv.weight.is_meta
+
+    model = timm.create_model(name, num_classes=3, **TINY)
+    assert "pos_embed" in dict(model.named_buffers()) and "pos_embed" in model.state_dict()
+    model(torch.randn(2, 3, 16, 16)).sum().backward()
+    assert [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()] == []
+    model.set_input_size(img_size=24)
+    assert "pos_embed" in dict(model.named_buffers()) and model.pos_embed.shape[1] == 144
+    assert model(torch.randn(1, 3, 24, 24)).shape == (1, 3)
+    dynamic = timm.create_model(name, dynamic_img_size=True, **TINY)
+    assert dynamic(torch.randn(1, 3, 20, 12)).shape == (1, 10)
