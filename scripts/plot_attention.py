@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from structinit_hf.cli import KeyValueAction, run_script
+from structinit_hf.cli import KeyValueAction, UsageError, run_script
 from structinit_hf.plots import draw_attention_pictures
 
 
@@ -47,6 +47,12 @@ def attention_parser() -> argparse.ArgumentParser:
 
 
 def draw(args: argparse.Namespace) -> None:
+    if args.num_images < 1:
+        raise UsageError(f"--num-images {args.num_images}: out of range; allowed: an integer >= 1")
+    if args.head < 0:
+        raise UsageError(f"--head {args.head}: out of range; allowed: a head index >= 0")
+    if args.blocks is not None and min(args.blocks) < 1:
+        raise UsageError(f"--blocks {' '.join(map(str, args.blocks))}: out of range; allowed: 1-based block numbers")
     written = draw_attention_pictures(
         args.out_dir,
         dataset=args.dataset,

@@ -170,7 +170,7 @@ def _flag(name: str, value: Any) -> str:
 
 def _recovery(checkpoint: Path) -> str:
     """How to go on without ``checkpoint``: the previous complete checkpoint, else a fresh start."""
-    older = [path for path in complete_checkpoints(checkpoint.parent) if path.name < checkpoint.name]
+    older = [path for path in complete_checkpoints(checkpoint.parent.parent) if path.name < checkpoint.name]
     fresh = "or start afresh in another --output-dir"
     if older:
         return f"resume from the previous checkpoint with --resume {older[-1]}, {fresh}"

@@ -399,7 +399,8 @@ MODEL_WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pth", "*.pt", "*.safetensors.
 def check_model_source(source: str) -> None:
     """A local ``--model`` folder must hold weights beside its ``config.json`` (else the loader fails deep inside)."""
     folder = Path(source).expanduser()
-    if folder.is_dir() and (folder / "config.json").is_file() and not any(map(folder.glob, MODEL_WEIGHT_FILES)):
+    weights = (path for pattern in MODEL_WEIGHT_FILES for path in folder.glob(pattern))
+    if folder.is_dir() and (folder / "config.json").is_file() and next(weights, None) is None:
         raise UsageError(
             f"--model {source}: the folder has a config.json but no weights (model.safetensors or another of "
             f"{', '.join(MODEL_WEIGHT_FILES)}); pass a complete checkpoint folder, such as a finished run's final/"

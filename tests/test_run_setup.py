@@ -13,6 +13,7 @@ from tiny_runs import REPO, run, synthetic_args, synthetic_dataset, weights
 from structinit_hf.training import train, training_parser
 
 
+@pytest.mark.slow
 def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys) -> None:
     """Catches a misspelt model keyword that surfaces as timm's TypeError (no suggestion), a model checked only
     after the images are read (the corrupt image would be reported instead), a traceback without --debug, and a
@@ -39,6 +40,7 @@ def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys) -> None:
     assert not (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_skip_bad_images_trains_without_them_and_says_how_many(tmp_path, capsys) -> None:
     """Catches --skip-bad-images keeping the unreadable row (the epoch would crash or count it) or dropping it
     silently."""
@@ -70,8 +72,18 @@ def test_device_defaults_follow_the_device_and_explicit_settings_win(monkeypatch
         "no", 2, pin_memory=True, compile=False
     )
     assert device_defaults(training_parser().parse_args(["--compile"]), cpu, env={}).compile
+    fp16 = training_parser().parse_args(["--mixed-precision", "fp16"])  # accelerate would train fp32 and say fp16
+    with pytest.raises(ValueError, match="--mixed-precision fp16: not on a CPU .* allowed on CPU: bf16 or no"):
+        device_defaults(fp16, cpu, env={})
+    with pytest.raises(ValueError, match="the accelerate config's mixed_precision fp16: not on a CPU"):
+        device_defaults(args, cpu, env={"ACCELERATE_MIXED_PRECISION": "fp16"})
+    assert (
+        device_defaults(training_parser().parse_args(["--mixed-precision", "bf16"]), cpu, env={}).mixed_precision
+        == "bf16"
+    )
 
 
+@pytest.mark.slow
 def test_a_failing_compile_warns_once_and_trains_eagerly(tmp_path, monkeypatch, capsys) -> None:
     """Catches a compiler failure that kills the run, warns more than once, or leaves a half step behind (the
     weights would then differ from an eager run's)."""

@@ -1,0 +1,137 @@
+"""Every user error of every script, run as a user runs it: one line on stderr naming the flag, exit status 2."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from tiny_runs import REPO, TINY_MODEL, run, script_env, synthetic_args, synthetic_dataset
+
+pytestmark = pytest.mark.slow  # one process per case
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory) -> SimpleNamespace:
+    """A dataset, a finished two-epoch run (both checkpoints kept) and a model folder without weights."""
+    root = tmp_path_factory.mktemp("user_errors")
+    dataset = synthetic_dataset(root / "data")
+    finished = root / "finished"
+    run(synthetic_args(dataset, finished, "--epochs", "2", "--keep-checkpoints", "2"))
+    weightless = root / "weightless"
+    weightless.mkdir()
+    shutil.copy(finished / "final" / "config.json", weightless / "config.json")
+    return SimpleNamespace(root=root, dataset=dataset, finished=finished, weightless=weightless)
+
+
+def _damaged(paths: SimpleNamespace, out: Path, name: str) -> list[str]:
+    """A copy of the finished run whose newest checkpoint has ``name`` cut in half (or, for JSON, garbled)."""
+    shutil.copytree(paths.finished, out)
+    damaged = out / "checkpoints" / "epoch_0002" / name
+    if name.endswith(".json"):
+        damaged.write_text('{"epoch": 2, "step":')
+    else:
+        damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    return synthetic_args(paths.dataset, out, "--epochs", "2", "--keep-checkpoints", "2", "--resume", "latest")
+
+
+def _train(*extra: str):
+    return lambda paths, out: synthetic_args(paths.dataset, out, *extra)
+
+
+def _evaluate(*extra: str):
+    return lambda paths, out: [*TINY_MODEL, "--dataset", str(paths.dataset), "--output", str(out / "r.json"), *extra]
+
+
+UNREACHABLE_HUB = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_TOKEN": "hf_not_a_real_token", "HF_HUB_OFFLINE": None}
+# (script, argv from the fixture's paths and a fresh output folder, environment changes, what the line must say)
+CASES = {
+    "aa": ("train", _train("--aa", "bogus"), {}, "--aa 'bogus': not a timm auto-augment policy"),
+    "label-smoothing": ("train", _train("--label-smoothing", "1.5"), {}, "--label-smoothing 1.5: out of range"),
+    "weight-decay": ("train", _train("--weight-decay", "-1"), {}, "--weight-decay -1.0: out of range; allowed: >= 0"),
+    "warmup": ("train", _train("--warmup-epochs", "-2"), {}, "--warmup-epochs -2.0: out of range; allowed: >= 0"),
+    "clip": ("train", _train("--clip-grad", "-1"), {}, "--clip-grad -1.0: out of range; allowed: >= 0"),
+    "hflip": ("train", _train("--hflip", "2"), {}, "--hflip 2.0: out of range; allowed: a probability in [0, 1]"),
+    "scale": ("train", _train("--scale", "1.0", "0.08"), {}, "--scale 1 0.08: out of range; allowed: MIN MAX"),
+    "ratio": ("train", _train("--ratio", "2", "1"), {}, "--ratio 2 1: out of range"),
+    "lr": ("train", _train("--lr", "0"), {}, "--lr 0.0: out of range; allowed: > 0"),
+    "reprob": ("train", _train("--reprob", "1.5"), {}, "--reprob 1.5: out of range"),
+    "ema-decay": ("train", _train("--model-ema-decay", "1"), {}, "--model-ema-decay 1.0: out of range"),
+    "batch-size": ("train", _train("--batch-size", "0"), {}, "--batch-size 0: out of range; allowed: an integer >= 1"),
+    "opt": ("train", _train("--opt", "adamww"), {}, "--opt 'adamww': not a timm optimizer (did you mean"),
+    "fp16-on-cpu": ("train", _train("--mixed-precision", "fp16"), {}, "--mixed-precision fp16: not on a CPU"),
+    "image-column": ("train", _train("--image-column", "label"), {}, "--image-column 'label': that column holds"),
+    "label-column": ("train", _train("--label-column", "img"), {}, "--label-column 'img': that column holds Image"),
+    "model-kwargs-seed": ("train", _train("--model-kwargs", "seed=abc"), {}, "--model-kwargs seed='abc': seed takes"),
+    "weightless-model": (
+        "train",
+        lambda paths, out: [*synthetic_args(paths.dataset, out)[len(TINY_MODEL) :], "--model", str(paths.weightless)],
+        {},
+        "the folder has a config.json but no weights",
+    ),
+    "truncated-weights": (
+        "train",
+        lambda paths, out: _damaged(paths, out, "model.safetensors"),
+        {},
+        "epoch_0002/model.safetensors is damaged",
+    ),
+    "truncated-optimizer": (
+        "train",
+        lambda paths, out: _damaged(paths, out, "optimizer.bin"),
+        {},
+        "epoch_0002/optimizer.bin is damaged",
+    ),
+    "corrupt-trainer-state": (
+        "train",
+        lambda paths, out: _damaged(paths, out, "trainer_state.json"),
+        {},
+        "epoch_0002/trainer_state.json is unreadable",
+    ),
+    "evaluate-batch-size": ("evaluate", _evaluate("--batch-size", "0"), {}, "--batch-size 0: out of range"),
+    "evaluate-fp16-on-cpu": ("evaluate", _evaluate("--mixed-precision", "fp16"), {}, "--mixed-precision fp16: not on"),
+    "evaluate-image-column": ("evaluate", _evaluate("--image-column", "label"), {}, "--image-column 'label': that"),
+    "evaluate-weightless-model": (
+        "evaluate",
+        lambda paths, out: ["--model", str(paths.weightless), "--dataset", str(paths.dataset)],
+        {},
+        "the folder has a config.json but no weights",
+    ),
+    "push-unreachable-hub": (
+        "push_to_hub",
+        lambda paths, out: ["--run-dir", str(paths.finished), "--repo-id", "someone/tiny", "--dataset-id", "a/b"],
+        UNREACHABLE_HUB,
+        "cannot reach http://127.0.0.1:9 to upload",
+    ),
+    "push-repo-id": (
+        "push_to_hub",
+        lambda paths, out: ["--run-dir", str(paths.finished), "--repo-id", "tiny", "--dry-run"],
+        {},
+        "repo_id must be 'namespace/name', got 'tiny'",
+    ),
+    "plot-num-images": ("plot_attention", lambda paths, out: ["--num-images", "0"], {}, "--num-images 0: out of range"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_user_error_is_one_line_and_exit_status_2(case, paths, tmp_path) -> None:
+    """Catches a traceback (AssertionError, KeyError, RuntimeError, a 75-line ConnectError), a value accepted
+    without a check, and a message that does not name the flag and value or the damaged file and a way on."""
+    script, argv, env_changes, expected = CASES[case]
+    env = script_env(**{key: value for key, value in env_changes.items() if value is not None})
+    for key in (key for key, value in env_changes.items() if value is None):
+        env.pop(key, None)
+    command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv(paths, tmp_path / "out")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert len(errors) == 1 and done.stderr.rstrip().endswith(errors[0]), done.stderr[-3000:]
+    assert expected in errors[0], errors[0]
+    if case.startswith(("truncated", "corrupt")):
+        assert (
+            f"resume from the previous checkpoint with --resume {tmp_path / 'out' / 'checkpoints' / 'epoch_0001'},"
+            in errors[0]
+        )
+    assert not (tmp_path / "out" / "run.lock").exists()  # a refused run leaves no lock behind
