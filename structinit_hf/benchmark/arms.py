@@ -327,6 +327,33 @@ PROFILES["cpu-proxy-eps1e-3-short"] = replace(
     "35-100%): about 13 minutes a run. Like its parent it does not rank the inits as the GPU does (README). Kept as "
     "the record of that finding.",
 )
+# The small-data campaign (issue 20): cpu-proxy at fewer training images and with longer training. Compute rule:
+# the same 10 epochs at every size (fewer steps at fewer images); everything else is cpu-proxy's.
+PROFILES["cpu-proxy-n2500"] = replace(
+    PROFILES["cpu-proxy"],
+    name="cpu-proxy-n2500",
+    recipe={**PROFILES["cpu-proxy"].recipe, "max_train_samples": 2_500},
+    notes="cpu-proxy on 2,500 training images (a seed-dependent draw from the 49,000 left after the 2% held out): "
+    "the same 10 epochs, batch 256 and 1 warm-up epoch, so about 10 steps an epoch and 100 in all (a tenth of "
+    "cpu-proxy's). The smallest size of the campaign's data-size comparison (issue 20); all 10,000 test images "
+    "scored.",
+)
+PROFILES["cpu-proxy-n5000"] = replace(
+    PROFILES["cpu-proxy"],
+    name="cpu-proxy-n5000",
+    recipe={**PROFILES["cpu-proxy"].recipe, "max_train_samples": 5_000},
+    notes="cpu-proxy on 5,000 training images: the same 10 epochs, batch 256 and 1 warm-up epoch (about 20 steps "
+    "an epoch, 200 in all). The middle size of the campaign's data-size comparison (issue 20).",
+)
+PROFILES["cpu-proxy-n2500-long"] = replace(
+    PROFILES["cpu-proxy-n2500"],
+    name="cpu-proxy-n2500-long",
+    recipe={**PROFILES["cpu-proxy-n2500"].recipe, "epochs": 50},
+    table_epochs=(10, 25),
+    notes="cpu-proxy-n2500 trained 5x as long: 50 epochs of the same 2,500 images (about 500 steps), still 1 "
+    "warm-up epoch, then cosine over the 50. Only the epoch count differs from cpu-proxy-n2500: the campaign's "
+    "10-against-50-epoch comparison (issue 20).",
+)
 
 CONVIT_GPSA_SHARE = 10 / 12  # ConViT-Tiny: 10 of its 12 blocks are GPSA; kept when the depth changes
 

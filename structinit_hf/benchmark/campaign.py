@@ -1,0 +1,370 @@
+"""The small-data campaign (issue 20): which init, and when, from the committed benchmark records.
+
+Reads the ``results.json`` files the harness wrote for the ``cpu-proxy`` family of profiles (no training here) and
+writes one summary: test top-1 per init at every training-set size, the gain over timm's default against size, the
+main table at 25,000 images, and 10 against 50 epochs at 2,500 images. Comparisons are paired: an init against a
+reference on the same seed (the same split, data order and augmentation). The tie rule is :func:`decide`.
+
+    python scripts/campaign_report.py      # writes benchmarks/small_data/campaign/{results.md,results.json,size.png}
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_json, write_text
+from ..plots import save_figure
+
+__all__ = [
+    "ALIASES",
+    "LENGTH_SOURCES",
+    "SIZE_SOURCES",
+    "build_campaign",
+    "compare",
+    "decide",
+    "merge_scores",
+    "paired_differences",
+    "render_campaign_markdown",
+    "spread",
+    "write_campaign",
+]
+
+BENCH = "benchmarks/small_data"
+# Training-set size -> the records holding cpu-proxy-family runs at that size (10 epochs each). 25,000 is cpu-proxy:
+# seeds 0 and 1 from the previous session's record, seed 2 (and any later arm) from the campaign's.
+SIZE_SOURCES: dict[int, tuple[str, ...]] = {
+    2_500: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
+    5_000: (f"{BENCH}/cpu-proxy-n5000-cifar10/results.json",),
+    25_000: (
+        f"{BENCH}/cpu-proxy-cifar10/results.json",
+        f"{BENCH}/cpu-proxy-cifar10/one-seed/results.json",
+        f"{BENCH}/cpu-proxy-cifar10/campaign/results.json",
+        f"{BENCH}/cpu-proxy-cifar10/campaign-more/results.json",
+    ),
+}
+LENGTH_SIZE = 2_500
+LENGTH_SOURCES: dict[int, tuple[str, ...]] = {  # epochs -> records at LENGTH_SIZE images
+    10: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
+    50: (f"{BENCH}/cpu-proxy-n2500-long-cifar10/results.json",),
+}
+# The shift 3x3 runs made before `shift` became impulse3's default were recorded under this arm name (same settings).
+ALIASES = {"impulse3-shift": "impulse3"}
+SIZE_ARMS = ("default", "mimetic", "impulse3")
+MAIN_ARMS = ("default", "mimetic", "impulse3", "impulse5", "v1", "v2", "kaiming", "convit", "impulse5-svd")
+REFERENCES = ("default", "mimetic")
+LABELS = {
+    "default": "timm's default (trunc normal)",
+    "mimetic": "mimetic",
+    "impulse3": "impulse 3x3, `shift` (default)",
+    "impulse5": "impulse 5x5, `shift` (default)",
+    "v1": "`v1` preset (impulse 3x3)",
+    "v2": "`v2` preset (impulse 3x3)",
+    "kaiming": "Kaiming uniform (PyTorch default)",
+    "convit": "ConViT (GPSA)",
+    "impulse5-svd": "impulse 5x5, `svd` (the 0.1 default)",
+}
+TIE_RULE = (
+    "An init is called ahead of (or behind) a reference only when it is ahead (behind) on every paired seed and the "
+    "mean paired difference is larger than the seed spread: the largest max-min range, over the same seeds, of "
+    "either arm's runs (how far runs of identical settings landed apart). Anything else is a tie. One seed gives no "
+    "verdict; two seeds are below the 3-seed bar for an accuracy claim and are marked so."
+)
+
+
+def merge_scores(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, float]]:
+    """Final test top-1 per arm and seed, from harness records (``arms.<arm>.seeds`` / ``final_top1``).
+
+    Arm names go through :data:`ALIASES`. The same (arm, seed) in two records must carry the same figure."""
+    scores: dict[str, dict[int, float]] = {}
+    for record in records:
+        for name, arm in record["arms"].items():
+            name = ALIASES.get(name, name)
+            for seed, top1 in zip(arm["seeds"], arm["final_top1"], strict=True):
+                known = scores.setdefault(name, {}).get(int(seed))
+                if known is not None and known != top1:
+                    raise ValueError(f"{name} seed {seed} recorded twice with different top-1 ({known}, {top1})")
+                scores[name][int(seed)] = float(top1)
+    return {name: dict(sorted(per_seed.items())) for name, per_seed in scores.items()}
+
+
+def spread(values: Sequence[float]) -> dict[str, float | int]:
+    """n, mean, sample std (0 for one value), min, max and range (max - min) of ``values``."""
+    values = list(values)
+    if not values:
+        raise ValueError("spread of no values")
+    return {
+        "n": len(values),
+        "mean": round(statistics.fmean(values), 4),
+        "std": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+        "range": round(max(values) - min(values), 4),
+    }
+
+
+def paired_differences(arm: Mapping[int, float], reference: Mapping[int, float]) -> dict[str, Any] | None:
+    """``arm - reference`` on each seed both have, with its spread; ``None`` when they share no seed."""
+    seeds = sorted(set(arm) & set(reference))
+    if not seeds:
+        return None
+    per_seed = {seed: round(arm[seed] - reference[seed], 4) for seed in seeds}
+    return {"seeds": seeds, "per_seed": per_seed, **spread(list(per_seed.values()))}
+
+
+def decide(differences: Sequence[float], tolerance: float) -> str:
+    """``ahead``, ``behind``, ``tie`` or ``no verdict`` (one seed) for paired differences (see :data:`TIE_RULE`)."""
+    differences = list(differences)
+    if len(differences) < 2:
+        return "no verdict"
+    mean = statistics.fmean(differences)
+    if all(d > 0 for d in differences) and mean > tolerance:
+        return "ahead"
+    if all(d < 0 for d in differences) and -mean > tolerance:
+        return "behind"
+    return "tie"
+
+
+def compare(arm: Mapping[int, float], reference: Mapping[int, float]) -> dict[str, Any] | None:
+    """Paired differences of ``arm`` against ``reference``, the seed spread they are judged against and the verdict."""
+    paired = paired_differences(arm, reference)
+    if paired is None:
+        return None
+    seeds = paired["seeds"]
+    tolerance = max(spread([arm[s] for s in seeds])["range"], spread([reference[s] for s in seeds])["range"])
+    return {**paired, "tolerance": tolerance, "verdict": decide(list(paired["per_seed"].values()), tolerance)}
+
+
+def _arm_summary(per_seed: Mapping[int, float]) -> dict[str, Any]:
+    return {"per_seed": dict(per_seed), **spread(list(per_seed.values()))}
+
+
+def _setting(scores: Mapping[str, Mapping[int, float]], arms: Sequence[str]) -> dict[str, Any]:
+    """Summaries, paired comparisons against the references and the best-or-tied arms of one setting."""
+    present = [name for name in arms if scores.get(name)]
+    out: dict[str, Any] = {
+        "arms": {name: _arm_summary(scores[name]) for name in present},
+        "not_run": [name for name in arms if not scores.get(name)],
+        "vs": {
+            ref: {name: compare(scores[name], scores[ref]) for name in present if name != ref}
+            for ref in REFERENCES
+            if scores.get(ref)
+        },
+    }
+    multi = [name for name in present if len(scores[name]) > 1]
+    if multi:
+        best = max(multi, key=lambda name: statistics.fmean(scores[name].values()))
+        verdicts = {name: compare(scores[name], scores[best]) for name in multi if name != best}
+        out["best"] = {
+            "arm": best,
+            "tied": [name for name, c in verdicts.items() if c is not None and c["verdict"] in ("tie", "no verdict")],
+            "behind": [name for name, c in verdicts.items() if c is not None and c["verdict"] == "behind"],
+        }
+    return out
+
+
+def _load(root: Path, paths: Iterable[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    records, found = [], []
+    for path in paths:
+        if (root / path).is_file():
+            records.append(json.loads((root / path).read_text()))
+            found.append(path)
+    return records, found
+
+
+def build_campaign(root: Path | str = ".") -> dict[str, Any]:
+    """The campaign's record from the committed ``results.json`` files under ``root`` (missing ones are "not run")."""
+    root = Path(root)
+    sizes: dict[str, Any] = {}
+    for size, paths in SIZE_SOURCES.items():
+        records, found = _load(root, paths)
+        scores = merge_scores(records)
+        sizes[str(size)] = {"sources": found, **_setting(scores, MAIN_ARMS if size == 25_000 else SIZE_ARMS)}
+    lengths: dict[str, Any] = {}
+    length_scores = {}
+    for epochs, paths in LENGTH_SOURCES.items():
+        records, found = _load(root, paths)
+        length_scores[epochs] = merge_scores(records)
+        lengths[str(epochs)] = {"sources": found}
+    long_seeds = sorted({s for arm in length_scores[max(LENGTH_SOURCES)].values() for s in arm})
+    for epochs, scores in length_scores.items():  # the comparison is on the seeds the long runs have
+        same = {name: {s: v for s, v in per_seed.items() if s in long_seeds} for name, per_seed in scores.items()}
+        lengths[str(epochs)].update(_setting(same, SIZE_ARMS))
+    short, long = (length_scores[e] for e in sorted(LENGTH_SOURCES))
+    lengths["long_minus_short"] = {
+        name: paired_differences(long[name], short[name]) for name in SIZE_ARMS if long.get(name) and short.get(name)
+    }
+    return {
+        "description": "issue 20's campaign on the cpu-proxy family (16 px CIFAR-10, patch 2, depth 12, width 48, "
+        "3 heads); test top-1 on all 10,000 test images. Compute rule across sizes: the same 10 epochs at every size.",
+        "tie_rule": TIE_RULE,
+        "aliases": ALIASES,
+        "sizes": sizes,
+        "length_size": LENGTH_SIZE,
+        "lengths": lengths,
+    }
+
+
+def _fmt(summary: Mapping[str, Any] | None, digits: int = 2) -> str:
+    if summary is None:
+        return "–"
+    if summary["n"] == 1:
+        return f"{summary['mean']:.{digits}f} (1 seed)"
+    return f"{summary['mean']:.{digits}f} ± {summary['std']:.{digits}f}"
+
+
+def _seeds(per_seed: Mapping[Any, float]) -> str:
+    return ", ".join(f"{float(v):.2f}" for v in per_seed.values())
+
+
+def _signed(per_seed: Mapping[Any, float]) -> str:
+    return ", ".join(f"{float(v):+.2f}" for v in per_seed.values())
+
+
+def _verdict(c: Mapping[str, Any] | None) -> str:
+    if c is None:
+        return "–"
+    if c["n"] == 1:
+        return "no verdict (1 seed)"
+    text = f"{c['verdict']} (spread {c['tolerance']:.2f})"
+    return text + (", 2 seeds" if c["n"] == 2 and c["verdict"] in ("ahead", "behind") else "")
+
+
+def _setting_table(setting: Mapping[str, Any], arms: Sequence[str]) -> list[str]:
+    lines = [
+        "| init | top-1 mean ± std | per seed | range | vs default: paired diff (per seed) | verdict | "
+        "vs mimetic: paired diff (per seed) | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in arms:
+        arm = setting["arms"].get(name)
+        if arm is None:
+            lines.append(f"| {LABELS.get(name, name)} | not run (time) | – | – | – | – | – | – |")
+            continue
+        cells = []
+        for ref in REFERENCES:
+            c = setting["vs"].get(ref, {}).get(name)
+            if name == ref or c is None:
+                cells += ["–", "–"]
+            else:
+                diff = (
+                    f"{c['mean']:+.2f} ± {c['std']:.2f} ({_signed(c['per_seed'])})"
+                    if c["n"] > 1
+                    else f"{c['mean']:+.2f}"
+                )
+                cells += [diff, _verdict(c)]
+        seeds = ", ".join(f"s{s}" for s in arm["per_seed"])
+        lines.append(
+            f"| {LABELS.get(name, name)} | {_fmt(arm)} | {_seeds(arm['per_seed'])} ({seeds}) | "
+            + (f"{arm['range']:.2f} | " if arm["n"] > 1 else "– | ")
+            + " | ".join(cells)
+            + " |"
+        )
+    return lines
+
+
+def _best_line(setting: Mapping[str, Any]) -> str:
+    best = setting.get("best")
+    if not setting["arms"]:
+        return "Not run."
+    if best is None:
+        return "Best: no verdict (fewer than two seeds)."
+    tied = ", ".join(LABELS.get(n, n) for n in best["tied"]) or "none"
+    return f"Highest mean: {LABELS.get(best['arm'], best['arm'])}; tied with it within seed spread: {tied}."
+
+
+def render_campaign_markdown(record: Mapping[str, Any]) -> str:
+    """``results.md``: the size table, the main table at 25,000, the length comparison, the rule and the sources."""
+    out = ["# Which init, and when: the CPU-proxy campaign (issue 20)", "", record["description"], ""]
+    out += [f"**Tie rule.** {record['tie_rule']}", ""]
+    out += ["## Accuracy and gain against training-set size (10 epochs at every size)", "", "![size](size.png)", ""]
+    for size, setting in record["sizes"].items():
+        arms = MAIN_ARMS if size == "25000" else SIZE_ARMS
+        title = f"### {int(size):,} training images"
+        if size == "25000":
+            title += " (`cpu-proxy`: the main table)"
+        out += [title, "", *_setting_table(setting, arms), "", _best_line(setting), ""]
+        out += [f"Sources: {', '.join(f'`{p}`' for p in setting['sources']) or 'none (not run)'}", ""]
+    lengths = record["lengths"]
+    out += [f"## 10 against 50 epochs at {record['length_size']:,} images", ""]
+    for epochs in (k for k in lengths if k.isdigit()):
+        setting = lengths[epochs]
+        out += [f"### {epochs} epochs", "", *_setting_table(setting, SIZE_ARMS), "", _best_line(setting), ""]
+        out += [f"Sources: {', '.join(f'`{p}`' for p in setting['sources']) or 'none (not run)'}", ""]
+    rows = lengths.get("long_minus_short") or {}
+    if rows:
+        out += ["### 50 epochs minus 10 epochs, same seed", "", "| init | mean gain from 5x the epochs | per seed |"]
+        out += ["|---|---|---|"]
+        out += [f"| {LABELS[n]} | {r['mean']:+.2f} | {_signed(r['per_seed'])} |" for n, r in rows.items() if r]
+        out.append("")
+    out += [
+        "Paired differences are init minus reference on the same seed; `±` is the sample standard deviation over "
+        "seeds; `range` is max - min over seeds (how far runs of identical settings landed apart). "
+        f"Old arm names mapped: {', '.join(f'`{k}` -> `{v}`' for k, v in record['aliases'].items())}.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def plot_sizes(record: Mapping[str, Any], path: Path) -> Path:
+    """``size.png``: top-1 against size, and gain over timm's default against size; band = min-max over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, (acc, gain) = plt.subplots(1, 2, figsize=(11, 4.3))
+    sizes = sorted(record["sizes"], key=int)
+    for name in SIZE_ARMS:
+        xs, mean, low, high = [], [], [], []
+        gx, gmean, glow, ghigh = [], [], [], []
+        for size in sizes:
+            setting = record["sizes"][size]
+            arm = setting["arms"].get(name)
+            if arm is not None:
+                xs.append(int(size))
+                mean.append(arm["mean"])
+                low.append(arm["min"])
+                high.append(arm["max"])
+            c = setting["vs"].get("default", {}).get(name)
+            if name == "default" and "default" in setting["arms"]:
+                c = {"mean": 0.0, "min": 0.0, "max": 0.0}
+            if c is not None:
+                gx.append(int(size))
+                gmean.append(c["mean"])
+                glow.append(c["min"])
+                ghigh.append(c["max"])
+        if xs:
+            (line,) = acc.plot(xs, mean, marker="o", label=LABELS[name])
+            acc.fill_between(xs, low, high, color=line.get_color(), alpha=0.18)
+            if gx:
+                gain.plot(gx, gmean, marker="o", color=line.get_color(), label=LABELS[name])
+                gain.fill_between(gx, glow, ghigh, color=line.get_color(), alpha=0.18)
+    for ax, ylabel in ((acc, "test top-1 (%)"), (gain, "paired gain over timm's default (points)")):
+        ax.set_xscale("log")
+        ax.set_xticks([int(s) for s in sizes], [f"{int(s):,}" for s in sizes])
+        ax.minorticks_off()
+        ax.set_xlabel("training images (10 epochs each)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    acc.set_title("cpu-proxy: mean over seeds, band min-max")
+    gain.set_title("same seed differences: mean, band min-max")
+    gain.axhline(0.0, color="black", lw=0.8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+    return path
+
+
+def write_campaign(root: Path | str = ".", out_dir: Path | str = f"{BENCH}/campaign") -> dict[str, Any]:
+    """Build the campaign's record from ``root`` and write results.json, results.md and size.png into ``out_dir``."""
+    record = build_campaign(root)
+    out_dir = Path(out_dir)
+    write_json(out_dir / "results.json", record)
+    write_text(out_dir / "results.md", render_campaign_markdown(record))
+    plot_sizes(record, out_dir / "size.png")
+    return record

@@ -1,0 +1,99 @@
+"""The campaign report's pure computations on a tiny fake record: merging, paired differences, the tie rule."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from structinit_hf.benchmark.campaign import (
+    build_campaign,
+    compare,
+    decide,
+    merge_scores,
+    paired_differences,
+    render_campaign_markdown,
+    spread,
+)
+
+
+def _record(arms: dict[str, dict[int, float]]) -> dict:
+    return {
+        "arms": {
+            name: {"seeds": list(per_seed), "final_top1": list(per_seed.values())} for name, per_seed in arms.items()
+        }
+    }
+
+
+def test_merge_maps_old_names_and_joins_seeds():
+    old = _record({"default": {0: 50.0, 1: 51.0}, "impulse3-shift": {0: 55.0, 1: 56.0}})
+    new = _record({"default": {2: 52.0}, "impulse3": {2: 57.0}})
+    scores = merge_scores([old, new])
+    assert scores == {"default": {0: 50.0, 1: 51.0, 2: 52.0}, "impulse3": {0: 55.0, 1: 56.0, 2: 57.0}}
+
+
+def test_merge_refuses_two_figures_for_one_run():
+    with pytest.raises(ValueError, match="recorded twice"):
+        merge_scores([_record({"default": {0: 50.0}}), _record({"default": {0: 50.5}})])
+
+
+def test_paired_differences_use_common_seeds_only():
+    paired = paired_differences({0: 55.0, 1: 57.0, 2: 56.0}, {0: 50.0, 1: 54.0})
+    assert paired["seeds"] == [0, 1]
+    assert paired["per_seed"] == {0: 5.0, 1: 3.0}
+    assert paired["mean"] == pytest.approx(4.0)
+    assert paired["std"] == pytest.approx(2**0.5, abs=1e-4)
+    assert (paired["min"], paired["max"]) == (3.0, 5.0)
+    assert paired_differences({0: 1.0}, {1: 1.0}) is None
+
+
+def test_spread():
+    s = spread([1.0, 2.0, 4.0])
+    assert (s["n"], s["min"], s["max"], s["range"]) == (3, 1.0, 4.0, 3.0)
+    assert s["mean"] == pytest.approx(7 / 3, abs=1e-4)
+    assert spread([3.0])["std"] == 0.0
+
+
+def test_tie_rule():
+    assert decide([2.0, 3.0, 2.5], tolerance=1.0) == "ahead"
+    assert decide([-2.0, -3.0, -2.5], tolerance=1.0) == "behind"
+    assert decide([2.0, 3.0, 2.5], tolerance=3.0) == "tie"  # mean inside the seed spread
+    assert decide([2.0, 3.0, -0.1], tolerance=0.5) == "tie"  # not ahead on every seed
+    assert decide([5.0], tolerance=0.0) == "no verdict"
+
+
+def test_compare_judges_against_the_wider_arm_spread():
+    arm = {0: 57.2, 1: 57.8, 2: 57.0}  # range 0.8
+    default = {0: 53.5, 1: 55.1, 2: 54.0}  # range 1.6
+    mimetic = {0: 56.6, 1: 55.6, 2: 56.9}  # range 1.3
+    ahead = compare(arm, default)
+    assert ahead["tolerance"] == pytest.approx(1.6)
+    assert ahead["verdict"] == "ahead"
+    tie = compare(arm, mimetic)  # +0.6, +2.2, +0.1: mean 0.97 < 1.3
+    assert tie["verdict"] == "tie"
+
+
+def test_build_and_render_on_a_fake_tree(tmp_path, monkeypatch):
+    from structinit_hf.benchmark import campaign
+
+    paths = {
+        "a.json": _record({"default": {0: 30.0, 1: 31.0, 2: 30.5}, "mimetic": {0: 35.0, 1: 36.0, 2: 35.2}}),
+        "b.json": _record({"default": {0: 50.0, 1: 51.0}, "impulse3-shift": {0: 51.0, 1: 50.5}}),
+        "long.json": _record({"default": {0: 40.0, 1: 41.0}, "mimetic": {0: 41.0, 1: 41.5}}),
+    }
+    for name, record in paths.items():
+        (tmp_path / name).write_text(json.dumps(record))
+    monkeypatch.setattr(campaign, "SIZE_SOURCES", {2_500: ("a.json",), 25_000: ("b.json", "missing.json")})
+    monkeypatch.setattr(campaign, "LENGTH_SOURCES", {10: ("a.json",), 50: ("long.json",)})
+    record = build_campaign(tmp_path)
+    small = record["sizes"]["2500"]
+    assert small["vs"]["default"]["mimetic"]["verdict"] == "ahead"
+    assert small["not_run"] == ["impulse3"]
+    assert small["best"] == {"arm": "mimetic", "tied": [], "behind": ["default"]}
+    big = record["sizes"]["25000"]
+    assert big["sources"] == ["b.json"]
+    assert big["vs"]["default"]["impulse3"]["verdict"] == "tie"  # +1.0, -0.5
+    assert record["lengths"]["long_minus_short"]["default"]["per_seed"] == {0: 10.0, 1: 10.0}
+    assert record["lengths"]["10"]["arms"]["default"]["n"] == 2  # judged on the long runs' seeds
+    text = render_campaign_markdown(record)
+    assert "not run (time)" in text and "Tie rule" in text
