@@ -7,7 +7,7 @@
    sizes, the registered control ``vit_tiny_patch2_32`` at 32 px), interleaved in one process: median seconds
    and their ratio.
 3. One solve on a 1,024-token grid (32 x 32: 32 px at patch 1), ViT-Tiny's width, every block's heads at once:
-   seconds and peak memory, each in a fresh process.
+   seconds and peak memory growth, each in a fresh process.
 4. Init health on real CIFAR-10 test images at the paper's architecture (32 px, patch 2, depth 12), for each
    benchmark arm named by ``--arms``: per block the spectral norm of W_q, the attention entropy as a share of
    uniform and, for impulse arms, the share of rows peaking on the impulse target
@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import platform
 import resource
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,27 +98,46 @@ def build_time_rows(repeats: int) -> list[dict]:
 LARGE_GRID = dict(grid=(32, 32), dim=192, heads=36, head_dim=64)  # 1,024 tokens; 12 blocks x 3 heads of ViT-Tiny
 
 
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+
+def _peak_memory_growth(solve):
+    """``solve()`` and the peak growth of the resident set while it ran, sampled every millisecond by a thread (torch
+    releases the GIL in its kernels); Linux only."""
+    before, peak, done = _resident_bytes(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.001):
+            peak[0] = max(peak[0], _resident_bytes())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = solve()
+    finally:
+        done.set()
+        sampler.join()
+    return result, max(peak[0], _resident_bytes()) - before
+
+
 def _large_grid_solve(method: str, kind: str, queue) -> None:
     """In a fresh process: one solve of every block's heads on the 1,024-token grid; seconds and peak RSS growth."""
     torch.set_num_threads(1)
     grid, dim, heads, head_dim = (LARGE_GRID[key] for key in ("grid", "dim", "heads", "head_dim"))
     x = impulse.pseudo_input(grid, dim, kind)
     shifts = torch.cat([impulse.impulse_shifts(3, 3, seed, grid) for seed in range(heads // 3)])
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    q, k = impulse.solve_qk(x, shifts, grid, head_dim, method)
+    (q, k), peak = _peak_memory_growth(lambda: impulse.solve_qk(x, shifts, grid, head_dim, method))
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before  # KiB on Linux
     targets = impulse.impulse_targets(grid, shifts[:3])
     fidelity = impulse.target_fidelity(impulse.attention_maps(x, q[:3], k[:3]), targets)
-    queue.put(dict(method=method, pseudo_input=kind, seconds=seconds, peak_mib=peak / 1024, **fidelity))
+    queue.put(dict(method=method, pseudo_input=kind, seconds=seconds, peak_mib=peak / 2**20, **fidelity))
 
 
-LARGE_GRID_CASES = (
-    ("shift", "sincos"),
-    ("svd", "sincos"),
-    ("pinv", "learned"),
-)  # each solver on the input it is used with
+# each solver on the pseudo input it is used with
+LARGE_GRID_CASES = (("shift", "sincos"), ("svd", "sincos"), ("pinv", "learned"))
 
 
 def large_grid_rows(cases: tuple[tuple[str, str], ...] = LARGE_GRID_CASES) -> list[dict]:
@@ -133,6 +154,35 @@ def large_grid_rows(cases: tuple[tuple[str, str], ...] = LARGE_GRID_CASES) -> li
     tokens = LARGE_GRID["grid"][0] * LARGE_GRID["grid"][1]
     for row in rows:
         row["dense_maps_mib"] = LARGE_GRID["heads"] * tokens**2 * 4 / 2**20
+    return rows
+
+
+# block means of the 224 px models' init health on the pseudo input, from the exact SVD of every head's target (the
+# solver before the partial factorisation: commit e63d09d), to show where the partial factorisation moves them
+EXACT_SVD_WIDE_HEALTH = {
+    "vit_small_impulse3_patch16_224": dict(q_norm=2.284, entropy_ratio=0.805, hit_rate=0.346, target_mass=0.0531),
+    "vit_base_impulse3_patch16_224": dict(q_norm=2.461, entropy_ratio=0.788, hit_rate=0.328, target_mass=0.0561),
+}
+
+
+def wide_health_rows() -> dict:
+    """Block means, on the pseudo input (LayerNorm of the sin-cos code), of the 224 px models whose heads keep under
+    a quarter of the width: spectral norm of W_q, attention entropy / uniform, rows on target, mass on target."""
+    rows = {}
+    for name in EXACT_SVD_WIDE_HEALTH:
+        model = timm.create_model(name)
+        x = impulse.pseudo_input(model.patch_embed.grid_size, model.embed_dim)
+        blocks = []
+        for block, targets in zip(model.blocks, impulse_block_targets(model), strict=True):
+            attn, dim = block.attn, model.embed_dim
+            width = attn.num_heads * attn.head_dim
+            q, k = (attn.qkv.weight[i * width : (i + 1) * width].detach() for i in (0, 1))
+            heads = (w.reshape(attn.num_heads, attn.head_dim, dim).transpose(1, 2) for w in (q, k))
+            maps = impulse.attention_maps(x, *heads)
+            entropy = -(maps * maps.clamp_min(1e-30).log()).sum(-1).mean().item() / math.log(maps.shape[-1])
+            fidelity = impulse.target_fidelity(maps, targets)
+            blocks.append(dict(q_norm=torch.linalg.matrix_norm(q, 2).item(), entropy_ratio=entropy, **fidelity))
+        rows[name] = {key: statistics.mean(b[key] for b in blocks) for key in blocks[0]}
     return rows
 
 
@@ -182,19 +232,32 @@ def to_markdown(result: dict) -> str:
         f"## One solve on a 1,024-token grid ({grid['grid'][0]}x{grid['grid'][1]}, dim {grid['dim']}, "
         f"{grid['heads']} heads of width {grid['head_dim']}: every block of a ViT-Tiny at 32 px, patch 1)",
         "",
-        "Peak memory is the growth of the process's peak RSS during the solve, in a fresh process. The pre-refactor "
+        "Peak memory is the largest growth of the resident set during the solve (sampled every millisecond), in a "
+        "fresh process. The pre-refactor "
         "solver first built one float32 N x N map per head: the last column.",
         "",
         "| method | pseudo input | seconds | peak MiB | hit rate (block 1) | target mass | N x N maps MiB |",
         "|---|---|---|---|---|---|---|",
     ]
+    formats = (("seconds", 2), ("peak_mib", 0), ("hit_rate", 3), ("target_mass", 3), ("dense_maps_mib", 0))
     for row in result["large_grid"]:
-        numbers = (f"{row[key]:.{digits}f}" for key, digits in (("seconds", 2), ("peak_mib", 0), ("hit_rate", 3)))
-        lines.append(
-            f"| {row['method']} | "
-            + " | ".join(numbers)
-            + f" | {row['target_mass']:.3f} | {row['dense_maps_mib']:.0f} |"
-        )
+        numbers = " | ".join(f"{row[key]:.{digits}f}" for key, digits in formats)
+        lines.append(f"| {row['method']} | {row['pseudo_input']} | {numbers} |")
+    lines.append("")
+    lines += [
+        "## Init health of the 224 px models on the pseudo input (block means)",
+        "",
+        "Their heads keep 64 of 384 or 768 channels, so their Q/K factors come from the partial factorisation; "
+        "`exact` is the full SVD's (before it, `EXACT_SVD_WIDE_HEALTH`).",
+        "",
+        "| model | W_q spectral norm | exact | entropy / uniform | exact | rows on target | exact | mass on target "
+        "| exact |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in result["wide_health"].items():
+        exact = EXACT_SVD_WIDE_HEALTH[name]
+        cells = (f"{row[key]:.3f} | {exact[key]:.3f}" for key in ("q_norm", "entropy_ratio", "hit_rate", "target_mass"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
     health = result["init_health"]
     depth = len(next(iter(health.values())))
@@ -242,6 +305,7 @@ def run(args: argparse.Namespace) -> None:
         "solver": solver_rows(args.repeats),
         "build_time": build_time_rows(args.build_repeats),
         "large_grid": large_grid_rows(),
+        "wide_health": wide_health_rows(),
         "num_images": args.num_images,
         "init_health": health_rows(args.data, args.num_images, args.arms),
     }

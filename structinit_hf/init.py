@@ -380,7 +380,9 @@ def _block_shifts(layout: ViTLayout, options: ImpulseOptions) -> list[torch.Tens
     ]
 
 
-def _solver_options(options: ImpulseOptions, layout: ViTLayout, basis, checks) -> dict:
+def _solver_options(
+    options: ImpulseOptions, layout: ViTLayout, basis: torch.Tensor | None, checks: torch.Tensor | None
+) -> dict[str, Any]:
     """The keyword arguments of ``options.solver`` (:data:`~structinit_hf.solvers.SOLVERS`) for this model."""
     if options.solver == "svd":  # a Frobenius norm replaces the sharpness: the scale it sets would be undone
         null_keys = len(layout.prefix_tokens) if options.suppress_content else 0
