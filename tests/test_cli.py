@@ -90,7 +90,17 @@ def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
     ("script", "argv", "message"),
     [
         ("benchmark_solver", ["--data", "no/such/folder"], "error: --data 'no/such/folder' is not a dataset folder"),
-        ("benchmark_small_data", ["--profile", "cifar10"], "error: dataset folder './data/cifar10' does not exist"),
+        (
+            "benchmark_small_data",
+            ["--profile", "cifar10"],
+            "error: profile 'cifar10' reads 'cifar10' from a local folder: pass --data-root DIR (the folder holding "
+            "cifar10/, e.g. ../shared/data) or --data-path",
+        ),
+        (
+            "benchmark_small_data",
+            ["--profile", "cifar10", "--data-root", "no/such"],
+            "error: dataset folder 'no/such/cifar10' does not exist; pass its location with --data-path",
+        ),
     ],
 )
 def test_benchmark_scripts_exit_2_with_one_line(tmp_path, script, argv, message):

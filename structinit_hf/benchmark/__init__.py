@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..cli import UsageError
 from ..hub import ATTENTION_IMAGE
 from .arms import (
     ABLATION_ARMS,
@@ -113,7 +114,7 @@ def run_benchmark(
             f"profile {profile.name!r} has no dataset {dataset_key!r}; expected one of {', '.join(profile.datasets)}"
         )
     spec = profile.datasets[dataset_key]
-    if spec.dataset.startswith((".", "/", "~")) and not Path(spec.dataset).expanduser().is_dir():
+    if (spec.local or spec.dataset.startswith((".", "/", "~"))) and not Path(spec.dataset).expanduser().is_dir():
         raise ValueError(f"dataset folder {spec.dataset!r} does not exist; pass its location with --data-path")
     chosen = select_arms(arms)
     seeds = list(profile.seeds if seeds is None else seeds)
@@ -177,6 +178,12 @@ def benchmark_parser() -> argparse.ArgumentParser:
         "default: the profile's first",
     )
     parser.add_argument(
+        "--data-root",
+        default=None,
+        help="the folder holding a local profile's dataset folders (cpu, cpu-proxy*: cifar10-small, cifar10), "
+        "e.g. ../shared/data",
+    )
+    parser.add_argument(
         "--data-path",
         default=None,
         help="where the chosen dataset lives (a local folder or Hub id), if not the profile's",
@@ -229,10 +236,17 @@ def main(args: argparse.Namespace, command: str) -> dict[str, Any]:
     dataset = args.dataset if args.dataset is not None else next(iter(profile.datasets))
     if dataset not in profile.datasets:
         raise ValueError(f"--dataset {dataset!r} is not in profile {profile.name!r}: {', '.join(profile.datasets)}")
-    if args.data_path is not None:
-        profile = replace(
-            profile, datasets={**profile.datasets, dataset: replace(profile.datasets[dataset], dataset=args.data_path)}
-        )
+    spec = profile.datasets[dataset]
+    location = args.data_path
+    if location is None and spec.local:
+        if args.data_root is None:
+            raise UsageError(
+                f"profile {profile.name!r} reads {dataset!r} from a local folder: pass --data-root DIR (the folder "
+                f"holding {spec.dataset}/, e.g. ../shared/data) or --data-path"
+            )
+        location = os.path.join(args.data_root, spec.dataset)
+    if location is not None:
+        profile = replace(profile, datasets={**profile.datasets, dataset: replace(spec, dataset=location)})
     default_out = Path("benchmarks/small_data")
     if profile.name != "cpu":
         default_out = default_out / f"{profile.name}-{dataset}"

@@ -2,7 +2,7 @@
 
 Profiles:
 
-* ``cpu``: the 4,660 / 932 real CIFAR-10 images of ``../shared/data/cifar10-small``, ViT-Tiny width
+* ``cpu``: the 4,660 / 932 real CIFAR-10 images of ``cifar10-small`` (under ``--data-root``), ViT-Tiny width
   (dim 192, 3 heads) at 32 px with patch 4 (8 x 8 tokens), 6 blocks, 8 epochs, batch 64, 1 warm-up
   epoch, two runs at a time with one thread each. Sizing, timed with ``scripts/train.py`` on the
   shared 2-core CPU while other jobs ran: ~53 training images/s per single-thread run (40 assumed to
@@ -214,6 +214,7 @@ class BenchmarkDataset:
     config: str | None = None
     paper_column: str | None = None  # key into PAPER_TABLE2 rows
     hub_id: str | None = None  # the Hub dataset a local copy comes from (push_to_hub's --dataset-id)
+    local: bool = False  # ``dataset`` names a folder under the benchmark's --data-root, not a Hub id
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ PROFILES: dict[str, Profile] = {
     "cpu": Profile(
         name="cpu",
         datasets={
-            "cifar10-small": BenchmarkDataset("../shared/data/cifar10-small", None, "cifar10", "uoft-cs/cifar10")
+            "cifar10-small": BenchmarkDataset("cifar10-small", None, "cifar10", "uoft-cs/cifar10", local=True)
         },
         architecture={"img_size": 32, "patch_size": 4, "depth": 6},
         recipe={"epochs": 8, "batch_size": 64, "warmup_epochs": 1, "keep_checkpoints": 1},
@@ -249,7 +250,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "cpu-proxy": Profile(
         name="cpu-proxy",
-        datasets={"cifar10": BenchmarkDataset("../shared/data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
+        datasets={"cifar10": BenchmarkDataset("cifar10", None, "cifar10", "uoft-cs/cifar10", local=True)},
         architecture={"img_size": 16, "patch_size": 2, "depth": 12, "embed_dim": 48, "num_heads": 3},
         recipe={
             "epochs": 10,
@@ -278,7 +279,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "cifar10": Profile(
         name="cifar10",
-        datasets={"cifar10": BenchmarkDataset("./data/cifar10", None, "cifar10", "uoft-cs/cifar10")},
+        datasets={"cifar10": BenchmarkDataset("cifar10", None, "cifar10", "uoft-cs/cifar10", local=True)},
         architecture={"img_size": 32, "patch_size": 2, "depth": 12},
         recipe={"epochs": 20, "batch_size": 512, "warmup_epochs": 1, "keep_checkpoints": 1, "val_split": 0.02},
         seeds=(0, 1),
