@@ -1,6 +1,6 @@
 """The small-data benchmark (the paper's Table 2 on data at hand): every init, one recipe, several seeds.
 
-    python scripts/benchmark_small_data.py --profile cpu --data-root ../shared/data   # ~90 min on 2 CPU cores; rerun to resume
+    python scripts/benchmark_small_data.py --profile cpu --data-root ../shared/data   # ~90 min on 2 cores; resumes
     python scripts/benchmark_small_data.py --profile paper --dataset cifar100   # GPUs: the paper's setting
 
 Writes results.md, results.json and curves.png (default: benchmarks/small_data); run folders go to runs/.
