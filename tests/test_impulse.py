@@ -1,4 +1,4 @@
-"""Impulse targets, pseudo inputs and the Q/K solver (pure torch)."""
+"""Impulse targets, pseudo inputs and the Q/K solvers; their outputs pinned to the pre-refactor solver's."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from structinit_hf import impulse, solvers
+from structinit_hf.init import PINV_DEFAULTS, SVD_DEFAULTS
 
 
 def brute_force_targets(h: int, w: int, dy: int, dx: int) -> torch.Tensor:
@@ -246,6 +247,54 @@ def test_every_solver_keeps_its_pre_refactor_output(case) -> None:
     q, k = impulse.solve_qk(x, shifts, grid, 16, method, qk_frobenius=7.0 if method == "pinv" else 0.0, **options)
     norm, weighted = PRE_REFACTOR_QK[case]
     assert qk_fingerprint(q, k) == pytest.approx((norm, weighted), abs=1e-5 * norm)
+
+
+# per block, (norm, cos-weighted sum) of Q_h K_h^T of a timm VisionTransformer (16 px, patch 2, dim 64, depth 3,
+# 2 heads, no class token) after apply_structured_init(..., seed=1, **options); produced by the pre-refactor solver
+PRE_REFACTOR_MODEL_QK = {
+    "shift, per_layer": (
+        dict(per_layer=True),
+        [(10.371492, 14.406784), (10.333446, -4.412492), (10.390147, 2.459735)],
+    ),
+    "shift, shared": (dict(per_layer=False), [(10.371492, 14.406784)] * 3),
+    "shift, 5x5": (dict(kernel_size=5), [(10.434157, 9.791273), (10.288692, -3.234314), (10.396118, 2.445757)]),
+    "shift, learned": (
+        dict(pseudo_input="learned"),
+        [(18.558829, 16.481183), (16.638925, 15.4049), (18.504934, 7.186766)],
+    ),
+    "svd, per_layer": (
+        dict(SVD_DEFAULTS),
+        [(206.631664, -93.242542), (99.068058, 56.237072), (206.631664, -93.242542)],
+    ),
+    "svd, 5x5 shared": (dict(SVD_DEFAULTS, kernel_size=5, per_layer=False), [(183.260916, 120.956871)] * 3),
+    "pinv": (dict(PINV_DEFAULTS), [(14.017314, 14.5979), (14.730152, 13.47555), (14.012218, 14.601041)]),
+    "v2": (dict(preset="v2"), [(14.004644, -5.381159), (14.003333, -5.388184), (14.006305, -5.333333)]),
+}
+
+
+@pytest.mark.parametrize("case", PRE_REFACTOR_MODEL_QK)
+def test_model_init_keeps_its_pre_refactor_output(case: str) -> None:
+    """Catches the init of a model (shifts per block or shared, solver options) moving from the pre-refactor solver."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    from structinit_hf import apply_structured_init
+
+    options, expected = PRE_REFACTOR_MODEL_QK[case]
+    torch.manual_seed(0)
+    model = VisionTransformer(
+        img_size=16,
+        patch_size=2,
+        embed_dim=64,
+        depth=3,
+        num_heads=2,
+        num_classes=3,
+        class_token=False,
+        global_pool="avg",
+    )
+    apply_structured_init(model, "impulse", seed=1, **options)
+    for block, (norm, weighted) in zip(model.blocks, expected, strict=True):
+        q, k = block.attn.qkv.weight.detach()[:128].reshape(2, 2, 32, 64).transpose(2, 3)
+        assert qk_fingerprint(q, k) == pytest.approx((norm, weighted), abs=1e-5 * norm)
 
 
 def test_solution_stays_inside_the_basis() -> None:
