@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 from structinit_hf.cli import UsageError, run_script
+from structinit_hf.memory import STEP_OVERHEAD
 
 ONE_STEP = """
 import json, sys, timm, torch, structinit_hf
@@ -82,7 +83,10 @@ def measure(args: argparse.Namespace) -> None:
         slope = (last["peak"] - first["peak"]) / (last["micro_batch"] - first["micro_batch"]) / 2**20
         ratio = slope / (last["saved_per_image"] / 2**20)
         print(f"slope between micro-batches {first['micro_batch']} and {last['micro_batch']}: {slope:.1f} MB per image")
-        print(f"measured slope / saved activations: {ratio:.2f} (structinit_hf.memory.STEP_OVERHEAD plans with this)")
+        print(
+            f"measured slope / saved activations: {ratio:.2f} (train.py plans with STEP_OVERHEAD = {STEP_OVERHEAD}, "
+            "which must stay above it)"
+        )
 
 
 if __name__ == "__main__":
