@@ -28,7 +28,8 @@ from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_
 from torch import nn
 
 from .impulse import sincos_2d
-from .init import INIT_METHODS, ImpulseOptions, apply_structured_init
+from .init import apply_structured_init
+from .options import INIT_METHODS, ImpulseOptions
 from .variants import CIFAR10_DATA, TIMM_VARIANTS, check_geometry, pretrained_cfg, to_pair
 
 __all__ = ["HUB_CHECKPOINTS", "IMPULSE_KWARGS", "POS_EMBEDS", "StructInitVisionTransformer", "init_settings"]

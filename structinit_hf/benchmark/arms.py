@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..init import PINV_DEFAULTS, SHIFT_DEFAULTS, SVD_DEFAULTS
+from ..options import PINV_DEFAULTS, SHIFT_DEFAULTS, SVD_DEFAULTS
 
 __all__ = [
     "ABLATION_ARMS",

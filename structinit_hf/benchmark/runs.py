@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json
-from ..init import ImpulseOptions
+from ..options import ImpulseOptions
 from ..timm_models import IMPULSE_KWARGS
 from .arms import Arm, BenchmarkDataset, Profile, arm_model_kwargs
 

@@ -1,0 +1,177 @@
+"""Where a Vision Transformer keeps what the inits write: its patch grid, attention weights and position code.
+
+Two layouts are understood: timm's ``VisionTransformer`` (a fused ``qkv`` Linear per block) and transformers' ViT
+(separate ``q_proj`` / ``k_proj`` / ``v_proj`` / ``o_proj``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+__all__ = ["AttentionSlot", "ViTLayout", "vit_layout"]
+
+
+@dataclass
+class AttentionSlot:
+    """Where one attention layer keeps its query/key/value/output weights (row-vector convention)."""
+
+    num_heads: int
+    head_dim: int
+    write_qk: Callable[[torch.Tensor, torch.Tensor], None]  # (Q, K): heads x dim x head_dim
+    write_vo: Callable[[torch.Tensor, torch.Tensor], None]  # (V: dim x attn_dim, O: attn_dim x dim)
+
+
+@dataclass
+class ViTLayout:
+    """The parts of a ViT that the initializers touch."""
+
+    grid_size: tuple[int, int]
+    dim: int
+    attentions: list[AttentionSlot]
+    patch_weight: nn.Parameter  # the patch embedding's weight (out_dim x C x p x p)
+    patch_bias: torch.Tensor | None  # and its bias: the same vector added to every patch token
+    prefix_tokens: list[torch.Tensor] = field(default_factory=list)  # class/register tokens as block 1 sees them
+    write_position_code: Callable[[torch.Tensor], None] | None = None  # (h w) x dim into pos embed
+
+
+def _fused_qkv_slot(qkv: nn.Linear, proj: nn.Linear, num_heads: int, head_dim: int) -> AttentionSlot:
+    attn_dim = num_heads * head_dim
+
+    @torch.no_grad()
+    def write_qk(q: torch.Tensor, k: torch.Tensor) -> None:
+        qkv.weight[:attn_dim] = q.permute(0, 2, 1).reshape(attn_dim, -1).to(qkv.weight)
+        qkv.weight[attn_dim : 2 * attn_dim] = k.permute(0, 2, 1).reshape(attn_dim, -1).to(qkv.weight)
+        if qkv.bias is not None:  # a query/key bias would add content-free terms to the logits
+            qkv.bias[: 2 * attn_dim].zero_()
+
+    @torch.no_grad()
+    def write_vo(v: torch.Tensor, o: torch.Tensor) -> None:
+        qkv.weight[2 * attn_dim :] = v.T.to(qkv.weight)
+        proj.weight.copy_(o.T.to(proj.weight))
+
+    return AttentionSlot(num_heads, head_dim, write_qk, write_vo)
+
+
+def _separate_qkv_slot(
+    q_proj: nn.Linear, k_proj: nn.Linear, v_proj: nn.Linear, o_proj: nn.Linear, num_heads: int
+) -> AttentionSlot:
+    head_dim = q_proj.out_features // num_heads
+
+    @torch.no_grad()
+    def write_qk(q: torch.Tensor, k: torch.Tensor) -> None:
+        for layer, value in ((q_proj, q), (k_proj, k)):
+            layer.weight.copy_(value.permute(0, 2, 1).reshape(layer.out_features, -1).to(layer.weight))
+            if layer.bias is not None:
+                layer.bias.zero_()
+
+    @torch.no_grad()
+    def write_vo(v: torch.Tensor, o: torch.Tensor) -> None:
+        v_proj.weight.copy_(v.T.to(v_proj.weight))
+        o_proj.weight.copy_(o.T.to(o_proj.weight))
+
+    return AttentionSlot(num_heads, head_dim, write_qk, write_vo)
+
+
+def _patch_slots_writer(pos_embed: nn.Parameter | None, num_prefix: int) -> Callable[[torch.Tensor], None] | None:
+    if pos_embed is None:
+        return None
+
+    @torch.no_grad()
+    def write(code: torch.Tensor) -> None:
+        pos_embed[:, num_prefix:] = code.to(pos_embed)
+
+    return write
+
+
+def _timm_layout(model: nn.Module) -> ViTLayout | None:
+    blocks = getattr(model, "blocks", None)
+    patch_embed = getattr(model, "patch_embed", None)
+    if blocks is None or patch_embed is None or not hasattr(patch_embed, "grid_size"):
+        return None
+    attentions = []
+    for block in blocks:
+        attn = getattr(block, "attn", None)
+        qkv, proj = getattr(attn, "qkv", None), getattr(attn, "proj", None)
+        if not isinstance(qkv, nn.Linear) or not isinstance(proj, nn.Linear):
+            return None
+        if not isinstance(getattr(attn, "q_norm", nn.Identity()), nn.Identity):
+            raise ValueError(
+                f"{type(model).__name__} normalizes queries and keys (qk_norm=True); structured init "
+                "solves for raw logits and supports only qk_norm=False"
+            )
+        num_heads = attn.num_heads
+        attentions.append(
+            _fused_qkv_slot(qkv, proj, num_heads, getattr(attn, "head_dim", qkv.out_features // 3 // num_heads))
+        )
+    if not attentions:
+        return None
+    proj = patch_embed.proj
+    dim = proj.out_channels
+    num_prefix = getattr(model, "num_prefix_tokens", 0)
+    pos_embed = getattr(model, "pos_embed", None)
+    embeds_prefix = pos_embed is not None and not getattr(model, "no_embed_class", False)
+    prefix = [
+        t[0].detach() for t in (getattr(model, "cls_token", None), getattr(model, "reg_token", None)) if t is not None
+    ]
+    prefix_tokens = torch.cat(prefix) if prefix else torch.zeros(0, dim)
+    if embeds_prefix and prefix:
+        prefix_tokens = prefix_tokens + pos_embed[0, :num_prefix].detach()
+    return ViTLayout(
+        grid_size=tuple(patch_embed.grid_size),
+        dim=dim,
+        attentions=attentions,
+        patch_weight=proj.weight,
+        patch_bias=None if proj.bias is None else proj.bias.detach(),
+        prefix_tokens=list(prefix_tokens),
+        write_position_code=_patch_slots_writer(pos_embed, num_prefix if embeds_prefix else 0),
+    )
+
+
+def _transformers_layout(model: nn.Module) -> ViTLayout | None:
+    base = getattr(model, "vit", model)  # ViTForImageClassification keeps the ViTModel in .vit
+    embeddings, config = getattr(base, "embeddings", None), getattr(base, "config", None)
+    encoder_layers = getattr(base, "layers", None) or getattr(getattr(base, "encoder", None), "layer", None)
+    if embeddings is None or config is None or encoder_layers is None:
+        return None
+    attentions = []
+    for layer in encoder_layers:
+        attn = getattr(layer, "attention", None)
+        projections = [getattr(attn, name, None) for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+        if not all(isinstance(p, nn.Linear) for p in projections):
+            return None
+        attentions.append(_separate_qkv_slot(*projections, num_heads=config.num_attention_heads))
+    proj = embeddings.patch_embeddings.projection
+    dim = proj.out_channels
+    image_size, patch_size = config.image_size, config.patch_size
+    image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+    patch_size = (patch_size, patch_size) if isinstance(patch_size, int) else tuple(patch_size)
+    pos_embed = getattr(embeddings, "position_embeddings", None)
+    cls_token = getattr(embeddings, "cls_token", None)
+    prefix_tokens = []
+    if cls_token is not None:
+        prefix_tokens.append(cls_token[0, 0].detach() + (pos_embed[0, 0].detach() if pos_embed is not None else 0))
+    return ViTLayout(
+        grid_size=(image_size[0] // patch_size[0], image_size[1] // patch_size[1]),
+        dim=dim,
+        attentions=attentions,
+        patch_weight=proj.weight,
+        patch_bias=None if proj.bias is None else proj.bias.detach(),
+        prefix_tokens=prefix_tokens,
+        write_position_code=_patch_slots_writer(pos_embed, len(prefix_tokens)),
+    )
+
+
+def vit_layout(model: nn.Module) -> ViTLayout:
+    """Find the patch grid, attention layers and embeddings of a timm or transformers ViT."""
+    for finder in (_timm_layout, _transformers_layout):
+        layout = finder(model)
+        if layout is not None:
+            return layout
+    raise ValueError(
+        f"{type(model).__name__} has no attention layers structured init can handle; expected a timm "
+        "VisionTransformer (blocks[i].attn.qkv) or a transformers ViT (layers[i].attention.q_proj ...)"
+    )
