@@ -39,7 +39,8 @@ from torch import nn
 
 from structinit_hf.cli import KeyValueAction
 from structinit_hf.data import load_image_classification, train_dataloader
-from structinit_hf.evaluation import library_versions, load_model, model_data_config
+from structinit_hf.evaluation import library_versions
+from structinit_hf.loading import load_model, model_data_config
 from structinit_hf.run_setup import device_defaults
 from structinit_hf.tensor_data import training_datasets
 from structinit_hf.training import train, training_parser

@@ -19,7 +19,7 @@ from torch import nn
 from .atomic import write_file
 from .attention_maps import patch_attention_maps
 from .data import find_columns, load_raw_dataset
-from .evaluation import eval_transform, load_model
+from .loading import eval_transform, load_model
 
 __all__ = [
     "attention_distance",

@@ -53,7 +53,7 @@ from .data import (
     load_image_classification,
     train_dataloader,
 )
-from .evaluation import check_model_kwargs, check_model_source, load_model, model_data_config
+from .loading import check_model_kwargs, check_model_source, load_model, model_data_config
 from .memory import (
     HEADROOM,
     STEP_OVERHEAD,

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 
 from ..atomic import replace_folder, write_json, write_text
-from ..evaluation import load_model
 from ..hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
 from ..init_health import attention_entropy
+from ..loading import load_model
 from ..plots import load_images, plot_attention_figure, save_figure
 from .arms import ALL_ARMS, PAPER_TABLE2, Profile
 from .runs import RUN_RESULTS, RUN_SPECIFIC_ARGS, RUN_TIMING, flag_values, is_finished

@@ -1,0 +1,291 @@
+"""Build or load a classifier from any model source, and how its images are prepared.
+
+A model source is a timm name (registered by structinit_hf or timm's own), a local checkpoint folder
+(timm's ``config.json`` + ``model.safetensors``, or a transformers checkpoint), ``hf-hub:<repo>`` (timm
+weights on the Hub) or a transformers Hub id. Images are prepared the checkpoint's own way
+(:func:`eval_transform`): a transformers checkpoint's image processor as transformers applies it, timm's
+eval transform of a timm model's data config.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import timm
+import torch
+import transformers
+from huggingface_hub import is_offline_mode
+from timm.data import resolve_model_data_config
+from timm.models.vision_transformer import VisionTransformer
+from torch import nn
+
+from .cli import UsageError, did_you_mean
+from .data import (
+    build_transform,
+    ensure_hub_reachable,
+)
+from .init import ImpulseOptions
+from .timm_models import IMPULSE_KWARGS, StructInitVisionTransformer
+
+__all__ = [
+    "ClassifierLogits",
+    "ProcessorTransform",
+    "check_model_kwargs",
+    "check_model_source",
+    "create_timm_model",
+    "eval_transform",
+    "load_model",
+    "model_data_config",
+    "num_outputs",
+]
+
+
+class ClassifierLogits(nn.Module):
+    """A transformers image classifier seen as ``pixel_values -> logits``, like a timm model.
+
+    ``processor`` is the checkpoint's image processor (``None`` when it saved none); evaluation applies it
+    as is, ``data_config`` is its nearest timm data config (for training augmentation).
+    """
+
+    def __init__(self, model: transformers.PreTrainedModel, processor: Any | None) -> None:
+        super().__init__()
+        self.model = model
+        self.processor = processor
+        self.data_config = _processor_data_config(processor, model)
+
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=pixel_values).logits
+
+
+class ProcessorTransform:
+    """A transformers image processor as a one-image transform: ``PIL image -> (C, H, W) tensor``."""
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        return self.processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+
+def _edges(size: Any) -> tuple[int, int] | int | None:
+    """``(height, width)``, or the shortest edge, of a processor's ``size`` / ``crop_size`` (dict or SizeDict)."""
+    if size is None:
+        return None
+    get = size.get if isinstance(size, dict) else lambda key: getattr(size, key, None)
+    if get("height") and get("width"):
+        return get("height"), get("width")
+    return get("shortest_edge")
+
+
+def _processor_data_config(processor: Any | None, model: transformers.PreTrainedModel) -> dict[str, Any]:
+    """timm's data config closest to ``processor`` (for training augmentation; evaluation uses the processor).
+
+    The input size is the centre crop when the processor crops, else its resize; ``crop_pct`` is crop over resize.
+    """
+    channels, side = getattr(model.config, "num_channels", 3), getattr(model.config, "image_size", 224)
+    if processor is None:
+        return {
+            "input_size": (channels, side, side),
+            "mean": (0.5,) * channels,
+            "std": (0.5,) * channels,
+            "crop_pct": 1.0,
+        }
+    resize = _edges(getattr(processor, "size", None)) if getattr(processor, "do_resize", True) else None
+    crop = _edges(getattr(processor, "crop_size", None)) if getattr(processor, "do_center_crop", False) else None
+    final = crop or resize or side
+    height, width = (final, final) if isinstance(final, int) else final
+    crop_pct = 1.0
+    if crop is not None and resize is not None:
+        crop_pct = height / (resize if isinstance(resize, int) else resize[0])
+    normalize = getattr(processor, "do_normalize", True)
+    resample = getattr(processor, "resample", None)
+    return {
+        "input_size": (channels, height, width),
+        "mean": tuple(processor.image_mean) if normalize else (0.0,) * channels,
+        "std": tuple(processor.image_std) if normalize else (1.0,) * channels,
+        "interpolation": "bicubic" if getattr(resample, "value", resample) in (3, "bicubic") else "bilinear",
+        "crop_pct": crop_pct,
+    }
+
+
+def _image_processor(source: str, trust_remote_code: bool) -> Any | None:
+    """The image processor saved with a transformers checkpoint, or ``None`` when it has none."""
+    try:
+        return transformers.AutoImageProcessor.from_pretrained(source, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError):
+        return None
+
+
+def _transformers_model(
+    source: str, num_classes: int | None, label_names: list[str] | None, trust_remote_code: bool
+) -> ClassifierLogits:
+    overrides: dict[str, Any] = {}
+    if num_classes is not None:
+        names = label_names or [str(i) for i in range(num_classes)]
+        overrides = dict(
+            num_labels=num_classes,
+            id2label=dict(enumerate(names)),
+            label2id={name: i for i, name in enumerate(names)},
+            ignore_mismatched_sizes=True,
+        )
+    model = transformers.AutoModelForImageClassification.from_pretrained(
+        source, trust_remote_code=trust_remote_code, **overrides
+    )
+    return ClassifierLogits(model, _image_processor(source, trust_remote_code))
+
+
+def _builder_keywords(error: TypeError, source: str) -> list[str] | None:
+    """The keywords ``timm.create_model(source, ...)`` accepts, read off the builder that raised ``error``.
+
+    timm passes unknown keywords on to the model class inside ``build_model_with_cfg``, whose frame names it
+    (``model_cls``); structinit's registered names also take the builder's and the init's options.
+    """
+    frame, model_cls = error.__traceback__, None
+    while frame is not None:
+        model_cls = frame.tb_frame.f_locals.get("model_cls", model_cls)
+        frame = frame.tb_next
+    if model_cls is None:
+        return None
+    names = set(inspect.signature(model_cls).parameters) | set(inspect.signature(timm.create_model).parameters)
+    if issubclass(model_cls, StructInitVisionTransformer):  # its own keywords, then VisionTransformer's
+        names |= set(inspect.signature(VisionTransformer).parameters) | set(IMPULSE_KWARGS)
+    return sorted(name for name in names if name not in ("self", "kwargs", "args", "model_name", "variant"))
+
+
+def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
+    """``timm.create_model(source, **kwargs)``; an unknown keyword is a :class:`UsageError` naming the nearest one."""
+    try:
+        return timm.create_model(source, **kwargs)
+    except TypeError as error:
+        unknown = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+        allowed = _builder_keywords(error, source) if unknown else None
+        if not allowed:
+            raise
+        name = unknown.group(1)
+        raise UsageError(
+            f"unknown model keyword {name!r} for {source}{did_you_mean(name, allowed)}; "
+            f"{source} takes: {', '.join(allowed)}"
+        ) from error
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ValueError(f"model folder {str(folder)!r} has no config.json; expected a timm or transformers checkpoint")
+    return json.loads(config_file.read_text())
+
+
+def load_model(
+    source: str,
+    *,
+    num_classes: int | None = None,
+    label_names: list[str] | None = None,
+    model_kwargs: dict[str, Any] | None = None,
+    trust_remote_code: bool = False,
+) -> tuple[nn.Module, dict[str, Any]]:
+    """Build or load the classifier ``source`` names; return it with its attention-init settings.
+
+    ``num_classes`` (with ``label_names``) replaces the classifier head when it differs from the
+    checkpoint's; ``model_kwargs`` go to ``timm.create_model`` (builder and init options alike).
+    The init settings are those structinit_hf applied (or recorded in the checkpoint), else ``{}``.
+    """
+    timm_kwargs = dict(model_kwargs or {})
+    if num_classes is not None:
+        timm_kwargs["num_classes"] = num_classes
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        config = _read_config(folder)
+        init = dict(config.get("structinit") or {})
+        if "architecture" in config:
+            return create_timm_model(f"local-dir:{folder}", pretrained=True, **timm_kwargs), init
+        if "model_type" in config:
+            return _transformers_model(str(folder), num_classes, label_names, trust_remote_code), init
+        raise ValueError(f"{folder}/config.json has neither timm's 'architecture' nor transformers' 'model_type'")
+    if source.startswith("hf-hub:"):
+        ensure_hub_reachable(source.removeprefix("hf-hub:"), "model")
+        return create_timm_model(source, pretrained=True, **timm_kwargs), {}
+    if source.startswith((".", "/", "~")) or (os.sep in source and source.count("/") != 1):
+        raise UsageError(f"model folder {source!r} does not exist; pass a checkpoint folder (with config.json)")
+    if timm.is_model(source):
+        model = create_timm_model(source, **timm_kwargs)
+        return model, dict(getattr(model, "structinit_settings", {}))
+    if source.count("/") == 1 and not source.startswith((".", "/", "~")):
+        ensure_hub_reachable(source, "model")
+        try:
+            return _transformers_model(source, num_classes, label_names, trust_remote_code), {}
+        except OSError as error:
+            if not is_offline_mode():
+                raise
+            raise FileNotFoundError(
+                f"transformers model {source!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a "
+                "local checkpoint folder, or run once online to cache it"
+            ) from error
+    raise UsageError(
+        f"unknown model {source!r}{did_you_mean(source, timm.list_models())}: expected a timm model name "
+        "(timm.list_models()), a local checkpoint folder, 'hf-hub:<repo id>' or a transformers Hub id"
+    )
+
+
+def num_outputs(model: nn.Module) -> int:
+    """How many classes ``model`` (a timm model or :class:`ClassifierLogits`) predicts."""
+    if isinstance(model, ClassifierLogits):
+        return model.model.config.num_labels
+    return model.num_classes
+
+
+def model_data_config(model: nn.Module) -> dict[str, Any]:
+    """Input size, mean, std, interpolation and crop of ``model`` (timm's data config)."""
+    if isinstance(model, ClassifierLogits):
+        return dict(model.data_config)
+    return resolve_model_data_config(model)
+
+
+def eval_transform(model: nn.Module) -> Callable[[Any], torch.Tensor]:
+    """The checkpoint's own evaluation preprocessing of one PIL image.
+
+    A transformers checkpoint's image processor runs as transformers runs it (resize, centre crop,
+    rescale, normalize); a timm model gets timm's eval transform of its data config.
+    """
+    if isinstance(model, ClassifierLogits) and model.processor is not None:
+        return ProcessorTransform(model.processor)
+    return build_transform(model_data_config(model), is_training=False)
+
+
+MODEL_WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pth", "*.pt", "*.safetensors.index.json", "*.bin.index.json")
+
+
+def check_model_source(source: str) -> None:
+    """A local ``--model`` folder must hold weights beside its ``config.json`` (else the loader fails deep inside)."""
+    folder = Path(source).expanduser()
+    weights = (path for pattern in MODEL_WEIGHT_FILES for path in folder.glob(pattern))
+    if folder.is_dir() and (folder / "config.json").is_file() and next(weights, None) is None:
+        raise UsageError(
+            f"--model {source}: the folder has a config.json but no weights (model.safetensors or another of "
+            f"{', '.join(MODEL_WEIGHT_FILES)}); pass a complete checkpoint folder, such as a finished run's final/"
+        )
+
+
+_KWARG_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+_KWARG_EXAMPLES = {"int": 3, "float": 0.5, "bool": True, "str": "name"}
+
+
+def check_model_kwargs(model_kwargs: dict[str, Any]) -> None:
+    """``--model-kwargs``: an impulse option of the wrong type (``seed=abc``) is refused naming the option."""
+    fields = ImpulseOptions.__dataclass_fields__
+    for name, value in model_kwargs.items():
+        if name not in fields or value is None:
+            continue
+        kinds = [kind.strip() for kind in str(fields[name].type).split("|") if kind.strip() != "None"]
+        allowed = tuple(t for kind in kinds for t in _KWARG_TYPES.get(kind, ()))
+        if allowed and (not isinstance(value, allowed) or (bool not in allowed and isinstance(value, bool))):
+            example = _KWARG_EXAMPLES[kinds[0]]
+            raise UsageError(
+                f"--model-kwargs {name}={value!r}: {name} takes {' or '.join(kinds)} values (for example "
+                f"{name}={example})"
+            )
