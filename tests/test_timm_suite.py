@@ -28,7 +28,8 @@ from timm_suite_plugin import RUN_ONCE_FILTERS, RUN_ONCE_TEST, model_of, registe
 TESTS = Path(__file__).resolve().parent
 PLUGIN = "timm_suite_plugin"
 SUITE_FILE = "tests/test_models.py"
-SUITE_TIMEOUT_S = 60 * 60  # CI gives the whole run 90 minutes
+# 83 tests: 63 min measured on 2 cores at load 7-10 (a benchmark beside it); a readable failure before CI's 90 min
+SUITE_TIMEOUT_S = 75 * 60
 ALLOWED_SKIP = re.compile(r"\b(hub|network|offline|internet|cuda|gpu)\b", re.IGNORECASE)
 
 
@@ -149,8 +150,11 @@ def test_timm_model_suite(
         print(f"\n{report}")
 
     missing = sorted(set(names) - {r.model.split(".")[0] for r in results})
-    assert not missing, f"no timm test ran for {missing}\n{report}"
     failed = [r for r in results if r.outcome in ("failed", "error")]
-    assert not failed, f"{len(failed)} of timm's tests fail on our models:\n{report}"
     bad_skips = [r for r in results if r.outcome == "skipped" and not ALLOWED_SKIP.search(r.message)]
-    assert not bad_skips, f"skips that neither need the network nor a GPU:\n{report}"
+    problems = [
+        *([f"{len(failed)} of timm's tests fail on our models"] if failed else []),
+        *([f"{len(bad_skips)} skipped for a reason that is neither the network nor a GPU"] if bad_skips else []),
+        *([f"no timm test ran for {missing}"] if missing else []),
+    ]
+    assert not problems, "; ".join(problems) + f"\n{report}"
