@@ -86,6 +86,7 @@ def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
     assert capsys.readouterr().err == "error: got 1 checkpoints for 2 models; pass one per model\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "argv", "message"),
     [

@@ -281,6 +281,7 @@ def _ks(a: torch.Tensor, b: torch.Tensor) -> float:
     return (cdf_a - cdf_b).abs().max().item()
 
 
+@pytest.mark.slow
 def test_tensor_pipeline_augments_with_the_pil_pipeline_distribution(cifar10_small) -> None:
     """Catches a tensor pipeline whose per-sample augmentation differs in distribution from timm's PIL path:
     calibrated on this data, a missing flip (left-right asymmetry 0.21 vs 0.05), RandAugment at M3 (KS of the

@@ -123,6 +123,7 @@ def test_unknown_model_name_suggests_a_registered_one():
         load_model("vit_tiny_impuls3")
 
 
+@pytest.mark.slow
 def test_script_user_error_is_one_line_exit_2_and_debug_shows_the_traceback(cropping_checkpoint, tmp_path):
     """Catches scripts/evaluate.py not going through cli.run_script (a traceback and exit status 1)."""
     names = ["a", "b", "c", "d"]

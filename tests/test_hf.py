@@ -123,6 +123,7 @@ def test_previous_release_folder_loads_with_its_logits():
         torch.testing.assert_close(timm_model(images), torch.tensor(expected["logits"]), rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_trainer_trains_and_its_checkpoint_reloads(tmp_path: Path):
     model = AutoModelForImageClassification.from_config(StructInitViTConfig(model_args=TINY_ARGS, num_labels=4))
     generator = torch.Generator().manual_seed(0)
@@ -147,6 +148,7 @@ def test_gradient_checkpointing_is_reported_as_it_is():
     assert not model.timm_model.grad_checkpointing and not model.is_activation_checkpointing
 
 
+@pytest.mark.slow
 def test_lora_on_qkv_trains_and_saves_and_loads(tmp_path: Path):
     """PEFT's LoRA on every block's fused qkv: only the adapters train, and the adapter round-trips."""
     config = StructInitViTConfig(model_args=TINY_ARGS, num_labels=3)

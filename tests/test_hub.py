@@ -208,6 +208,7 @@ def test_incomplete_run_is_refused(tmp_path, capsys, remove, message):
     assert err.startswith("error: ") and message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_token_never_written_or_logged(trained, tmp_path, monkeypatch, capsys, caplog):
     """Dry run in-process, push as a user would (a process with HF_TOKEN, HF_ENDPOINT and the client's debug logging);
     grep every output, every uploaded file and every file written."""
@@ -252,6 +253,7 @@ def test_run_that_recorded_the_token_is_not_uploaded(tmp_path, online, no_xet):
         assert hub.requests == []
 
 
+@pytest.mark.slow
 def test_published_tag_downloads_for_online_users(trained, online, no_xet, tmp_path):
     """An online user (fresh cache, HF_ENDPOINT on the stand-in) loads the pushed repo: with stock timm (hf-hub:) and
     transformers' remote code before structinit_hf is imported, then by the registered timm tag."""

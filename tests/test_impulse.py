@@ -181,6 +181,7 @@ def test_sharpness_sets_the_mass_on_target() -> None:
     assert masses == pytest.approx([0.3, 0.6, 0.95], abs=2e-3)
 
 
+@pytest.mark.slow
 def test_adam_reference_learns_the_impulses_on_a_small_grid() -> None:
     grid = (4, 4)
     x = impulse.pseudo_input(grid, 32)

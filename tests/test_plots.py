@@ -74,6 +74,7 @@ def drawn(monkeypatch) -> list:
     return figures
 
 
+@pytest.mark.slow
 def test_attention_figure_shows_the_chosen_head_blocks_and_centre_query(tmp_path, drawn) -> None:
     """Catches panels that show another head, block or model than asked, a map not averaged over the images,
     a corner that is not the first two patch rows, a centre query off the centre, or rows and columns swapped;
@@ -127,6 +128,7 @@ def test_nonlocality_plot_draws_each_curve_and_the_gpsa_boundary(tmp_path, drawn
         plot_nonlocality({}, tmp_path / "m.png")
 
 
+@pytest.mark.slow
 def test_pictures_at_init_and_from_checkpoints_on_cifar10(cifar10_small, tmp_path) -> None:
     vit_kwargs = {**TINY, "depth": 2}
     convit_kwargs = {**TINY, "depth": 2, "local_up_to_layer": 1}

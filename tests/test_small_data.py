@@ -66,6 +66,7 @@ def test_the_main_arms_are_registered_models() -> None:
         select_arms(["default", "default"])
 
 
+@pytest.mark.slow
 def test_arms_build_the_inits_they_name() -> None:
     """Same architecture, different start: trunc normal, Kaiming uniform, local impulse attention, ConViT's GPSA."""
     profile = replace(tiny_profile(), architecture={**TINY_ARCHITECTURE, "patch_size": 2})  # 8x8: room for 5x5
@@ -115,6 +116,7 @@ def test_runs_of_one_seed_differ_only_in_the_model() -> None:
     assert paper_argv[paper_argv.index("--epochs") + 1] == "200"
 
 
+@pytest.mark.slow
 def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_small, tmp_path, monkeypatch) -> None:
     """Two arms, one epoch, two runs at a time: results.json/md and curves.png, a publishable best run, resuming."""
     runs, out = tmp_path / "runs", tmp_path / "out"
@@ -173,6 +175,7 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_small, tm
     assert again["arms"] == record["arms"]
 
 
+@pytest.mark.slow
 def test_ablation_arms_change_one_setting_and_pin_the_rest() -> None:
     """Each ablation arm spells out every impulse setting, so moving a package default leaves its runs valid."""
     first = small_data.ABLATION_ARMS["impulse3-v0"].model_kwargs

@@ -51,6 +51,7 @@ def test_every_name_builds_runs_forward_and_backward(name: str) -> None:
     assert config["input_size"] == (3, 16, 16)
 
 
+@pytest.mark.slow
 def test_cifar_defaults_follow_the_paper() -> None:
     model = timm.create_model("vit_tiny_impulse3")
     assert model.patch_embed.img_size == (32, 32) and model.patch_embed.patch_size == (2, 2)
@@ -169,7 +170,13 @@ EXPECTED_DATA = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(variants.TIMM_VARIANTS))
+@pytest.mark.parametrize(  # ViT-Base at 224 px takes seconds to build: slow
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n.startswith("vit_base") else n
+        for n in sorted(variants.TIMM_VARIANTS)
+    ],
+)
 def test_registered_names_give_the_data_config_and_geometry_users_expect(name: str) -> None:
     """Catches a crop, normalization, class count or geometry that drifts from what the README promises."""
     input_size, num_classes, crop_pct, mean, patch, width, heads = EXPECTED_DATA[name]

@@ -1,4 +1,6 @@
-"""The Accelerate training loop and evaluation: outputs, resume after a kill, two processes, NaN stop, model sources."""
+"""The Accelerate training loop and evaluation: outputs, two processes, NaN stop, model sources.
+
+Kill-and-resume is tested in test_run_folder.py."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 import timm
 import torch
 from PIL import Image
-from tiny_runs import REPO, TIMINGS, TINY_MODEL, run, run_killed_at, weights
+from tiny_runs import REPO, TINY_MODEL, run, weights
 
 from structinit_hf import run_setup, training
 from structinit_hf.evaluation import evaluation_parser, load_model, run_evaluation
@@ -94,43 +96,6 @@ def test_one_epoch_writes_every_output_and_each_loads(cifar10_small, tmp_path) -
     assert (scored["top1"], scored["top5"], scored["num_samples"]) == (saved["top1"], saved["top5"], 37)
     assert scored["epochs"] == 1 and scored["init"] == saved["init"]
     assert RESULT_KEYS <= set(json.loads((tmp_path / "eval.json").read_text()))
-
-
-@pytest.mark.slow
-def test_resume_after_kill_matches_an_uninterrupted_run(cifar10_small, tmp_path) -> None:
-    recipe = (
-        "--epochs",
-        "5",
-        "--keep-checkpoints",
-        "2",
-        "--mixup",
-        "0.8",
-        "--model-ema",
-        "--model-ema-decay",
-        "0.9",
-        "--workers",
-        "1",
-    )
-    run(tiny_args(cifar10_small, tmp_path / "reference", *recipe))
-
-    killed = tmp_path / "killed"
-    run_killed_at("after-checkpoint-2", tiny_args(cifar10_small, killed, *recipe))  # epoch 2 saved, then SIGKILL
-    assert not (killed / "final").exists(), "the run finished before the kill; nothing was resumed"
-    kept = sorted(p.name for p in (killed / "checkpoints").iterdir() if not p.name.startswith("."))
-    assert kept == ["epoch_0001", "epoch_0002"]
-
-    record = run(tiny_args(cifar10_small, killed, *recipe, "--resume", "latest"))
-    reference, resumed = weights(tmp_path / "reference" / "final"), weights(killed / "final")
-    assert reference.keys() == resumed.keys()
-    for name in reference:
-        assert torch.equal(reference[name], resumed[name]), name
-    assert record["epochs"] == 5 and record["images_seen"] == 5 * 48
-    per_epoch = [
-        [{k: v for k, v in json.loads(line).items() if k not in TIMINGS} for line in lines]
-        for lines in ((tmp_path / d / "metrics.jsonl").read_text().splitlines() for d in ("reference", "killed"))
-    ]
-    assert per_epoch[0] == per_epoch[1] and len(per_epoch[0]) == 5
-    assert sorted(p.name for p in (killed / "checkpoints").iterdir()) == ["epoch_0004", "epoch_0005"]
 
 
 @pytest.mark.slow
