@@ -68,7 +68,8 @@ class StructInitVisionTransformer(VisionTransformer):
     is skipped on the meta device; ``structinit_settings`` records what ran (``None`` where nothing did).
     """
 
-    structinit_settings: dict[str, Any] | None = None
+    __jit_unused_properties__ = ["stock_architecture", "gradient_checkpointing"]  # TorchScript skips them
+    structinit_settings = None  # the init's record (a dict); unannotated: TorchScript reads class annotations
 
     def __init__(
         self, attention_init: str = "impulse", pos_embed: str = "sincos", weight_init: str = "", **kwargs: Any
@@ -99,6 +100,11 @@ class StructInitVisionTransformer(VisionTransformer):
         value = self.pos_embed.detach()
         del self.pos_embed
         self.register_buffer("pos_embed", value)
+
+    @torch.jit.ignore
+    def no_weight_decay(self) -> set[str]:
+        """timm's set, less a fixed position code (a buffer: there is no parameter to exempt)."""
+        return super().no_weight_decay() - ({"pos_embed"} if self.fixed_pos_embed else set())
 
     @property
     def stock_architecture(self) -> str:

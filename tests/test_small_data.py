@@ -105,7 +105,7 @@ def test_runs_of_one_seed_differ_only_in_the_model() -> None:
     assert len({tuple(shared(argv)) for argv in argvs.values()}) == 1
     first = argvs["default"]
     assert first[first.index("--seed") + 1] == "1"
-    assert first[first.index("--dataset") + 1] == "../shared/data/cifar10-small"
+    assert first[first.index("--dataset") + 1] == "cifar10-small" and spec.local  # under --data-root
     assert "weight_init=reset" in argvs["kaiming"] and "weight_init=reset" not in argvs["default"]
     assert {"patch_size=4", "depth=6", "img_size=32"} <= set(first)
 
