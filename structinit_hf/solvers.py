@@ -124,6 +124,49 @@ def _set_sharpness(
     return q * root, k * root
 
 
+def _fewest_directions_fit(
+    xb: torch.Tensor,
+    grid: Grid,
+    target: torch.Tensor,
+    valid: torch.Tensor,
+    head_dim: int,
+    checks: torch.Tensor,
+    null_keys: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`solve_svd`'s rank-``head_dim`` fit per shift, on the fewest directions of ``X`` that keep the pattern."""
+    x = xb.double()
+    u_all, s_all, vh_all = torch.linalg.svd(x, full_matrices=False)
+    # keys read through (I - b m^T) K, with X b ~ 1 and m the mean token, score x_i Q K^T (x_j - m): rows centred
+    mean_token = x.mean(0)
+    ones_map = torch.linalg.lstsq(x, torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)).solution[:, 0]
+    q = k = None
+    hits = torch.full((len(target),), -1.0, dtype=torch.float64, device=xb.device)
+    for rcond in _RCOND_STEPS:
+        keep = s_all > s_all[0] * rcond
+        u, s, v = u_all[:, keep], s_all[keep], vh_all[keep].T
+        p, sa, rh = torch.linalg.svd(_logit_target_core(u, grid, target, valid))
+        rank = min(head_dim, sa.shape[-1])
+        p, sa, r = p[..., :rank], sa[..., :rank], rh[..., :rank, :].transpose(-1, -2)
+        flip = torch.sign(p.gather(-2, p.abs().argmax(-2, keepdim=True)))  # sign fixed: no LAPACK-build dependence
+        root = sa.sqrt().unsqueeze(-2)
+        fit_q = F.pad(v @ (p * flip / s.unsqueeze(-1)) * root, (0, head_dim - rank))
+        fit_k = F.pad(v @ (r * flip / s.unsqueeze(-1)) * root, (0, head_dim - rank))
+        if null_keys:  # the fit's absolute level is loose: centre each row, so the target scores above 0
+            fit_k = fit_k - ones_map.unsqueeze(-1) * (mean_token @ fit_k).unsqueeze(-2)
+        open_heads = hits < _CHECK_HIT_RATE  # a head that passed keeps its fit: only the others are checked
+        new_hits = hits.clone()
+        new_hits[open_heads] = _hit_rate(
+            checks, *(t[open_heads] for t in (fit_q.float(), fit_k.float(), target, valid)), null_keys
+        )
+        better = (new_hits > hits + 1e-9) & open_heads
+        q, k = (fit_q.clone(), fit_k.clone()) if q is None else (q, k)
+        q[better], k[better] = fit_q[better], fit_k[better]
+        hits = torch.where(better, new_hits, hits)
+        if bool((hits >= _CHECK_HIT_RATE).all()):
+            break
+    return q, k
+
+
 def solve_svd(
     xb: torch.Tensor,
     shifts: torch.Tensor,
@@ -153,36 +196,7 @@ def solve_svd(
     distinct, head_of = torch.unique(shifts, dim=0, return_inverse=True)
     target, valid = (t.to(xb.device) for t in shift_index(grid, distinct))
     checks = xb.unsqueeze(0) if check_inputs is None else torch.cat([xb.unsqueeze(0), check_inputs.to(xb)])
-    x = xb.double()
-    u_all, s_all, vh_all = torch.linalg.svd(x, full_matrices=False)
-    # keys read through (I - b m^T) K, with X b ~ 1 and m the mean token, score x_i Q K^T (x_j - m): rows centred
-    mean_token = x.mean(0)
-    ones_map = torch.linalg.lstsq(x, torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)).solution[:, 0]
-    q = k = None
-    hits = torch.full((len(distinct),), -1.0, dtype=torch.float64, device=xb.device)
-    for rcond in _RCOND_STEPS:
-        keep = s_all > s_all[0] * rcond
-        u, s, v = u_all[:, keep], s_all[keep], vh_all[keep].T
-        p, sa, rh = torch.linalg.svd(_logit_target_core(u, grid, target, valid))
-        rank = min(head_dim, sa.shape[-1])
-        p, sa, r = p[..., :rank], sa[..., :rank], rh[..., :rank, :].transpose(-1, -2)
-        flip = torch.sign(p.gather(-2, p.abs().argmax(-2, keepdim=True)))  # sign fixed: no LAPACK-build dependence
-        root = sa.sqrt().unsqueeze(-2)
-        fit_q = F.pad(v @ (p * flip / s.unsqueeze(-1)) * root, (0, head_dim - rank))
-        fit_k = F.pad(v @ (r * flip / s.unsqueeze(-1)) * root, (0, head_dim - rank))
-        if null_keys:  # the fit's absolute level is loose: centre each row, so the target scores above 0
-            fit_k = fit_k - ones_map.unsqueeze(-1) * (mean_token @ fit_k).unsqueeze(-2)
-        open_heads = hits < _CHECK_HIT_RATE  # a head that passed keeps its fit: only the others are checked
-        new_hits = hits.clone()
-        new_hits[open_heads] = _hit_rate(
-            checks, *(t[open_heads] for t in (fit_q.float(), fit_k.float(), target, valid)), null_keys
-        )
-        better = (new_hits > hits + 1e-9) & open_heads
-        q, k = (fit_q.clone(), fit_k.clone()) if q is None else (q, k)
-        q[better], k[better] = fit_q[better], fit_k[better]
-        hits = torch.where(better, new_hits, hits)
-        if bool((hits >= _CHECK_HIT_RATE).all()):
-            break
+    q, k = _fewest_directions_fit(xb, grid, target, valid, head_dim, checks, null_keys)
     q, k = q.float(), k.float()
     if sharpness is not None:
         q, k = _set_sharpness(xb, target, valid, q, k, sharpness, null_keys)
