@@ -36,6 +36,8 @@ __all__ = ["HUB_CHECKPOINTS", "IMPULSE_KWARGS", "POS_EMBEDS", "StructInitVisionT
 
 # a stock timm name per width; exported checkpoints name it, with the model_args that rebuild the exact network
 _STOCK_VIT_NAMES = {192: "vit_tiny_patch16_224", 384: "vit_small_patch16_224", 768: "vit_base_patch16_224"}
+# builder and runtime keywords that do not shape a network (kept out of an export's model_args)
+_NOT_NETWORK_ARGS = ("num_classes", "device", "dtype", "cache_dir", "pretrained_cfg", "features_only", "out_indices")
 IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # kernel_size, seed, pseudo_input, ...
 POS_EMBEDS = ("sincos", "learn", "none")
 
@@ -86,7 +88,7 @@ class StructInitVisionTransformer(VisionTransformer):
         self.attention_init, self._settings = attention_init, settings  # options resolved once, defaults filled in
         # what rebuilds this network in stock timm (exported checkpoints name a stock architecture with these)
         self.network_args = {
-            **{k: v for k, v in kwargs.items() if k not in ("num_classes", "device", "dtype")},
+            **{k: v for k, v in kwargs.items() if k not in _NOT_NETWORK_ARGS},
             "pos_embed": "none" if pos_embed == "none" else "learn",
         }
         self.fixed_pos_embed = pos_embed == "sincos" and settings.get("pseudo_input") != "learned"
@@ -206,7 +208,7 @@ def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> Con
         **kwargs,
     )
     model.stock_architecture = "convit_tiny"  # exports name it, with the arguments that rebuild this network
-    model.network_args = {k: v for k, v in kwargs.items() if k not in ("num_classes", "device", "dtype")}
+    model.network_args = {k: v for k, v in kwargs.items() if k not in _NOT_NETWORK_ARGS}
     return model
 
 
