@@ -106,8 +106,5 @@ def stock_timm_config(model: nn.Module, label_names: list[str] | None = None) ->
         global_pool=model.global_pool,
         num_features=model.num_features,
         pretrained_cfg={key: cfg[key] for key in _DATA_KEYS if cfg.get(key) is not None},
-        structinit={
-            "architecture": cfg.get("architecture"),
-            **(getattr(model, "structinit_settings", None) or {}),
-        },
+        structinit=dict(getattr(model, "structinit_settings", None) or {}),
     )
