@@ -319,8 +319,8 @@ def plot_sizes(record: Mapping[str, Any], path: Path) -> Path:
     fig, (acc, gain) = plt.subplots(1, 2, figsize=(11, 4.3))
     sizes = sorted(record["sizes"], key=int)
     for name in SIZE_ARMS:
-        xs, mean, low, high = [], [], [], []
-        gx, gmean, glow, ghigh = [], [], [], []
+        xs, mean, low, high, counts = [], [], [], [], []
+        gx, gmean, glow, ghigh, gcounts = [], [], [], [], []
         for size in sizes:
             setting = record["sizes"][size]
             arm = setting["arms"].get(name)
@@ -329,20 +329,28 @@ def plot_sizes(record: Mapping[str, Any], path: Path) -> Path:
                 mean.append(arm["mean"])
                 low.append(arm["min"])
                 high.append(arm["max"])
+                counts.append(arm["n"])
             c = setting["vs"].get("default", {}).get(name)
             if name == "default" and "default" in setting["arms"]:
-                c = {"mean": 0.0, "min": 0.0, "max": 0.0}
+                c = {"mean": 0.0, "min": 0.0, "max": 0.0, "n": setting["arms"]["default"]["n"]}
             if c is not None:
                 gx.append(int(size))
                 gmean.append(c["mean"])
                 glow.append(c["min"])
                 ghigh.append(c["max"])
+                gcounts.append(c["n"])
         if xs:
             (line,) = acc.plot(xs, mean, marker="o", label=LABELS[name])
             acc.fill_between(xs, low, high, color=line.get_color(), alpha=0.18)
+            few = [(x, y) for x, y, n in zip(xs, mean, counts, strict=True) if n < 3]
+            if few:  # fewer than 3 seeds: hollow marker
+                acc.plot(*zip(*few, strict=True), ls="none", marker="o", mfc="white", color=line.get_color())
             if gx:
                 gain.plot(gx, gmean, marker="o", color=line.get_color(), label=LABELS[name])
                 gain.fill_between(gx, glow, ghigh, color=line.get_color(), alpha=0.18)
+                few = [(x, y) for x, y, n in zip(gx, gmean, gcounts, strict=True) if n < 3]
+                if few:
+                    gain.plot(*zip(*few, strict=True), ls="none", marker="o", mfc="white", color=line.get_color())
     for ax, ylabel in ((acc, "test top-1 (%)"), (gain, "paired gain over timm's default (points)")):
         ax.set_xscale("log")
         ax.set_xticks([int(s) for s in sizes], [f"{int(s):,}" for s in sizes])
@@ -351,8 +359,8 @@ def plot_sizes(record: Mapping[str, Any], path: Path) -> Path:
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    acc.set_title("cpu-proxy: mean over seeds, band min-max")
-    gain.set_title("same seed differences: mean, band min-max")
+    acc.set_title("cpu-proxy: mean over seeds, band min-max (hollow: < 3 seeds)", fontsize=10)
+    gain.set_title("same-seed differences: mean, band min-max (hollow: < 3 seeds)", fontsize=10)
     gain.axhline(0.0, color="black", lw=0.8)
     fig.tight_layout()
     save_figure(fig, path)
