@@ -234,9 +234,7 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "cpu": Profile(
         name="cpu",
-        datasets={
-            "cifar10-small": BenchmarkDataset("cifar10-small", None, "cifar10", "uoft-cs/cifar10", local=True)
-        },
+        datasets={"cifar10-small": BenchmarkDataset("cifar10-small", None, "cifar10", "uoft-cs/cifar10", local=True)},
         architecture={"img_size": 32, "patch_size": 4, "depth": 6},
         recipe={"epochs": 8, "batch_size": 64, "warmup_epochs": 1, "keep_checkpoints": 1},
         seeds=(0, 1),
