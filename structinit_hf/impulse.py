@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .solvers import SOLVERS, as_grid, shift_index, solve_qk
+from .solvers import SOLVERS, _generator, as_grid, shift_index, solve_qk
 
 __all__ = [
     "PSEUDO_INPUTS",
@@ -45,11 +45,6 @@ CENTRE_FIRST_CELLS = (4, 1, 5, 3, 7, 0, 2, 6, 8)
 LAYER_NORM_EPS = 1e-6  # timm's ViT LayerNorm eps, so the pseudo input matches what a block sees
 
 Grid = tuple[int, int]
-
-
-def _generator(seed: int) -> torch.Generator:
-    # Random draws always happen on a CPU generator, so a seed gives the same numbers on any device.
-    return torch.Generator().manual_seed(int(seed))
 
 
 def validate_kernel_size(kernel_size: int, grid_size: int | Sequence[int]) -> None:
