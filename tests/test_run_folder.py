@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -129,6 +130,27 @@ def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_bloc
     assert record["epochs"] == 1 and dead != os.getpid() and not (out / LOCK_FILE).exists()
 
 
+def _wait_for_lock_release(path: Path, timeout: float = 60.0) -> None:
+    """Wait until the kernel has dropped a SIGKILLed holder's flock on ``path``.
+
+    SIGKILL is asynchronous, and a process's open files are closed only when its last thread has exited: its
+    /proc entry can read zombie while torch's worker threads still hold the file table, so poll the lock itself."""
+    deadline = time.monotonic() + timeout
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                assert time.monotonic() < deadline, f"{path} still locked {timeout:.0f} s after its holder was killed"
+                time.sleep(0.05)
+            else:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+    finally:
+        os.close(fd)
+
+
 def test_a_training_child_left_by_a_killed_accelerate_launch_is_detected_not_raced(tmp_path) -> None:
     """Catches the README's recovery (kill -9 the launcher, then --resume latest) running a second training beside
     the first, whose child outlives its launcher: the resume must be refused naming the child, which is alive,
@@ -161,7 +183,6 @@ def test_a_training_child_left_by_a_killed_accelerate_launch_is_detected_not_rac
         launcher.kill()
         if child is not None:
             os.kill(child, signal.SIGKILL)
-    while Path(f"/proc/{child}").exists() and "State:\tZ" not in Path(f"/proc/{child}/status").read_text():
-        time.sleep(0.05)  # SIGKILL is delivered asynchronously; its flock goes when the process is gone
+    _wait_for_lock_release(out / LOCK_FILE)
     record = run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))
     assert record["epochs"] == 1 and (out / "final" / "model.safetensors").is_file()
