@@ -30,16 +30,19 @@ import threading
 import time
 from pathlib import Path
 
-import datasets
 import timm
 import torch
 
 import structinit_hf
 from structinit_hf import impulse
-from structinit_hf.benchmark import ALL_ARMS
-from structinit_hf.cli import UsageError, run_script
+from structinit_hf.cli import UsageError, run_script, script_imports
 from structinit_hf.init import impulse_block_targets
 from structinit_hf.init_health import init_health
+
+with script_imports():
+    import datasets
+
+    from structinit_hf.benchmark import ALL_ARMS
 
 HEALTH_ARMS = ("default", "mimetic", "impulse3", "impulse5", "impulse3-svd", "impulse5-svd", "v1", "v2")
 

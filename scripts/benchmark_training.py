@@ -33,17 +33,20 @@ import time
 from pathlib import Path
 
 import torch
-from accelerate.state import AcceleratorState, GradientState
 from timm.optim import create_optimizer_v2
 from torch import nn
 
-from structinit_hf.cli import KeyValueAction
-from structinit_hf.data import load_image_classification, train_dataloader
-from structinit_hf.evaluation import library_versions
-from structinit_hf.loading import load_model, model_data_config
-from structinit_hf.run_setup import device_defaults
-from structinit_hf.tensor_data import training_datasets
-from structinit_hf.training import train, training_parser
+from structinit_hf.cli import KeyValueAction, script_imports
+
+with script_imports():
+    from accelerate.state import AcceleratorState, GradientState
+
+    from structinit_hf.data import load_image_classification, train_dataloader
+    from structinit_hf.evaluation import library_versions
+    from structinit_hf.loading import load_model, model_data_config
+    from structinit_hf.run_setup import device_defaults
+    from structinit_hf.tensor_data import training_datasets
+    from structinit_hf.training import train, training_parser
 
 MODES = {"fp32": ("no", False), "bf16": ("bf16", False), "bf16_compiled": ("bf16", True), "fp32_compiled": ("no", True)}
 

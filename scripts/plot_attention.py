@@ -14,8 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from structinit_hf.cli import KeyValueAction, UsageError, run_script
-from structinit_hf.plots import draw_attention_pictures
+from structinit_hf.cli import KeyValueAction, UsageError, run_script, script_imports
+
+with script_imports():
+    from structinit_hf.plots import draw_attention_pictures
 
 
 def attention_parser() -> argparse.ArgumentParser:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from structinit_hf.cli import run_script
-from structinit_hf.hub import push_to_hub
+from structinit_hf.cli import run_script, script_imports
+
+with script_imports():
+    from structinit_hf.hub import push_to_hub
 
 
 def push_parser() -> argparse.ArgumentParser:

@@ -1,10 +1,13 @@
 """How every script runs: a user error ends as one line on stderr and exit status 2, no traceback.
 
-Each script builds its parser, names the function that does the work, and hands both to
+Each script imports the application inside :func:`script_imports` (a package of an extra that is not installed
+is one line naming the extra), builds its parser, names the function that does the work, and hands both to
 :func:`run_script`, which adds ``--debug``, parses the command line and runs the function::
 
-    from structinit_hf.cli import run_script
-    from structinit_hf.training import train, training_parser
+    from structinit_hf.cli import run_script, script_imports
+
+    with script_imports():
+        from structinit_hf.training import train, training_parser
 
     if __name__ == "__main__":
         sys.exit(run_script(training_parser(), train))
@@ -22,9 +25,20 @@ import argparse
 import ast
 import difflib
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 
-__all__ = ["USAGE_EXIT_STATUS", "USER_ERRORS", "KeyValueAction", "UsageError", "did_you_mean", "run_script"]
+from .extras import missing_extra_message
+
+__all__ = [
+    "USAGE_EXIT_STATUS",
+    "USER_ERRORS",
+    "KeyValueAction",
+    "UsageError",
+    "did_you_mean",
+    "run_script",
+    "script_imports",
+]
 
 USAGE_EXIT_STATUS = 2  # argparse's own status for a bad command line
 
@@ -62,6 +76,21 @@ class KeyValueAction(argparse.Action):
         setattr(namespace, self.dest, kwargs)
 
 
+@contextmanager
+def script_imports() -> Iterator[None]:
+    """Run a script's imports (or any code): a module of an extra that is not installed ends the script with one
+    line naming the extra and exit status :data:`USAGE_EXIT_STATUS`; any other import error keeps its traceback."""
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        script = sys.argv[0] if sys.argv[0].endswith(".py") else "this command"
+        message = missing_extra_message(error, script)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE_EXIT_STATUS) from None
+
+
 def run_script(
     parser: argparse.ArgumentParser,
     function: Callable[[argparse.Namespace], int | None | object],
@@ -77,7 +106,8 @@ def run_script(
     args = parser.parse_args(argv)
     debug = vars(args).pop("debug")  # not the function's flag: results and resume checks never see it
     try:
-        status = function(args)
+        with nullcontext() if debug else script_imports():  # an extra's module may be imported late (plots)
+            status = function(args)
     except USER_ERRORS as error:
         if debug:
             raise
