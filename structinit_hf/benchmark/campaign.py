@@ -34,22 +34,22 @@ __all__ = [
 ]
 
 BENCH = "benchmarks/small_data"
-# Training-set size -> the records holding cpu-proxy-family runs at that size (10 epochs each). 25,000 is cpu-proxy:
-# seeds 0 and 1 from the previous session's record, seed 2 (and any later arm) from the campaign's.
+# Training-set size -> the records holding cpu-proxy-family runs at that size (10 epochs each), as glob patterns under
+# the repository root. 25,000 is cpu-proxy: seeds 0 and 1 from the previous sessions' records, later seeds and arms
+# from the campaign's, one folder per batch of runs (seed2-<arm>/, seed<k>/).
 SIZE_SOURCES: dict[int, tuple[str, ...]] = {
     2_500: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
-    5_000: (f"{BENCH}/cpu-proxy-n5000-cifar10/results.json",),
+    5_000: (f"{BENCH}/cpu-proxy-n5000-cifar10/results.json", f"{BENCH}/cpu-proxy-n5000-cifar10/seed*/results.json"),
     25_000: (
         f"{BENCH}/cpu-proxy-cifar10/results.json",
         f"{BENCH}/cpu-proxy-cifar10/one-seed/results.json",
-        f"{BENCH}/cpu-proxy-cifar10/campaign/results.json",
-        f"{BENCH}/cpu-proxy-cifar10/campaign-more/results.json",
+        f"{BENCH}/cpu-proxy-cifar10/seed*/results.json",
     ),
 }
 LENGTH_SIZE = 2_500
 LENGTH_SOURCES: dict[int, tuple[str, ...]] = {  # epochs -> records at LENGTH_SIZE images
     10: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
-    50: (f"{BENCH}/cpu-proxy-n2500-long-cifar10/results.json",),
+    50: (f"{BENCH}/cpu-proxy-n2500-long-cifar10/seed*/results.json",),
 }
 # The shift 3x3 runs made before `shift` became impulse3's default were recorded under this arm name (same settings).
 ALIASES = {"impulse3-shift": "impulse3"}
@@ -168,10 +168,10 @@ def _setting(scores: Mapping[str, Mapping[int, float]], arms: Sequence[str]) -> 
 
 def _load(root: Path, paths: Iterable[str]) -> tuple[list[dict[str, Any]], list[str]]:
     records, found = [], []
-    for path in paths:
-        if (root / path).is_file():
-            records.append(json.loads((root / path).read_text()))
-            found.append(path)
+    for pattern in paths:
+        for path in sorted(root.glob(pattern)):
+            records.append(json.loads(path.read_text()))
+            found.append(path.relative_to(root).as_posix())
     return records, found
 
 
