@@ -1,18 +1,16 @@
-"""Image-classification datasets for training and evaluation: any ``datasets`` source, timm transforms.
+"""Image-classification datasets for training and evaluation: any ``datasets`` source, its columns and splits.
 
 A dataset is a Hub id (``uoft-cs/cifar10``), a local folder that :func:`datasets.load_dataset` reads
 (parquet, arrow, imagefolder) or a :meth:`~datasets.Dataset.save_to_disk` folder.  The image and label
 columns are found by name or feature type, class names come from the ``ClassLabel`` feature, and a
-dataset without a validation split gets a stratified one carved from its training split.  Images go
-through timm's ``create_transform`` with the model's own data config.
+dataset without a validation split gets a stratified one carved from its training split.  From a split to
+batches (transforms, sampler, loaders): :mod:`.dataloaders`.
 """
 
 from __future__ import annotations
 
-import random
 import socket
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,31 +18,29 @@ from urllib.parse import urlparse
 
 import datasets
 import numpy as np
-import torch
 from huggingface_hub import constants as hub_constants
-from PIL import Image
-from timm.data import create_transform
-from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from .cli import UsageError
+from .dataloaders import (  # noqa: F401  (re-exported: they were defined here before the split)
+    EpochShuffleSampler,
+    TransformedImages,
+    build_transform,
+    eval_dataloader,
+    seeded_random_state,
+    split_item,
+    train_dataloader,
+)
 
 __all__ = [
     "IMAGE_COLUMNS",
     "LABEL_COLUMNS",
     "VALIDATION_SPLITS",
-    "EpochShuffleSampler",
     "ImageClassificationData",
-    "TransformedImages",
-    "build_transform",
     "ensure_hub_reachable",
-    "eval_dataloader",
     "find_columns",
     "load_image_classification",
     "load_raw_dataset",
-    "seeded_random_state",
-    "split_item",
     "stratified_split",
-    "train_dataloader",
 ]
 
 IMAGE_COLUMNS = ("img", "image")
@@ -221,6 +217,26 @@ def _first_rows(split: datasets.Dataset, limit: int | None) -> datasets.Dataset:
     return split if limit is None or limit >= len(split) else split.select(range(limit))
 
 
+def _validation_split(
+    raw: datasets.DatasetDict,
+    train: datasets.Dataset | None,
+    train_split: str | None,
+    val_split: float,
+    label_column: str,
+    seed: int,
+) -> tuple[datasets.Dataset | None, datasets.Dataset | None, str | None]:
+    """``(train, validation, validation name)``: the dataset's own validation split (``validation``, ``valid`` or
+    ``val``), else ``val_split`` of the training rows held out, stratified by class; no validation split without
+    either."""
+    name = next((name for name in VALIDATION_SPLITS if name in raw), None)
+    if name is not None:
+        return train, raw[name], name
+    if train is not None and val_split > 0:
+        keep, held_out = stratified_split(train[label_column], val_split, seed)
+        return train.select(keep), train.select(held_out), f"{train_split}[held-out {val_split:g}]"
+    return train, None, None
+
+
 def load_image_classification(
     dataset: str,
     config: str | None = None,
@@ -254,12 +270,7 @@ def load_image_classification(
     raw = datasets.DatasetDict({name: split.select_columns([image, label]) for name, split in raw.items()})
 
     train = _split_named(raw, train_split, "train") if train_split is not None else None
-    validation_name = next((name for name in VALIDATION_SPLITS if name in raw), None)
-    validation = raw[validation_name] if validation_name else None
-    if validation is None and train is not None and val_split > 0:
-        keep, held_out = stratified_split(train[label], val_split, seed)
-        train, validation = train.select(keep), train.select(held_out)
-        validation_name = f"{train_split}[held-out {val_split:g}]"
+    train, validation, validation_name = _validation_split(raw, train, train_split, val_split, label, seed)
     if eval_split is None:
         eval_split = "test" if "test" in raw else validation_name
     if eval_split is None:
@@ -281,137 +292,4 @@ def load_image_classification(
         image_column=image,
         label_column=label,
         label_names=_label_names(train if train is not None else evaluation, label),
-    )
-
-
-@contextmanager
-def seeded_random_state(seed: int) -> Iterator[None]:
-    """Seed Python's, NumPy's and torch's (CPU) global generators with ``seed``; restore them afterwards.
-
-    Each training sample is augmented under its own seed (drawn by :class:`EpochShuffleSampler`), so its
-    augmentation depends on ``(seed, epoch, position)`` only: not on the number of DataLoader workers,
-    nor on whether they persist across epochs, and a resumed run replays it exactly.  In a DataLoader
-    worker nothing else draws from these generators, so nothing is restored there.
-    """
-    restore = get_worker_info() is None
-    if restore:
-        python_state, numpy_state, torch_state = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.default_generator.manual_seed(seed)  # the CPU generator only: torch.manual_seed costs ~1 ms (CUDA)
-    try:
-        yield
-    finally:
-        if restore:
-            random.setstate(python_state)
-            np.random.set_state(numpy_state)
-            torch.set_rng_state(torch_state)
-
-
-def split_item(item: int | tuple[int, int]) -> tuple[int, int | None]:
-    """A dataset item as ``(row, seed)``; ``seed`` is ``None`` for a plain row (evaluation)."""
-    return (int(item[0]), int(item[1])) if isinstance(item, tuple | list) else (int(item), None)
-
-
-class TransformedImages(Dataset):
-    """A ``datasets`` split as ``(image tensor, label)`` pairs; grayscale, RGBA and palette images become RGB.
-
-    An item is a row, or ``(row, seed)``: the transform then runs under :func:`seeded_random_state`.
-    """
-
-    def __init__(self, split: datasets.Dataset, image_column: str, label_column: str, transform: Callable) -> None:
-        self.split, self.image_column, self.label_column, self.transform = split, image_column, label_column, transform
-
-    def __len__(self) -> int:
-        return len(self.split)
-
-    def __getitem__(self, item: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
-        index, seed = split_item(item)
-        row = self.split[index]
-        image = row[self.image_column]
-        if not isinstance(image, Image.Image):
-            raise UsageError(
-                f"column {self.image_column!r} holds {type(image).__name__}, not images; set --image-column"
-            )
-        if image.mode != "RGB":
-            image = image.convert("RGB")
-        if seed is None:
-            return self.transform(image), int(row[self.label_column])
-        with seeded_random_state(seed):
-            return self.transform(image), int(row[self.label_column])
-
-
-def build_transform(data_config: dict[str, Any], is_training: bool, **augmentation: Any) -> Callable:
-    """timm's ``create_transform`` for the model's data config (input size, mean, std, crop, interpolation).
-
-    ``augmentation`` holds the training-only arguments (``auto_augment``, ``hflip``, ``scale``, ``ratio``,
-    ``re_prob``, ``color_jitter``); evaluation uses the deterministic resize-and-crop.
-    """
-    keys = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
-    config = {key: data_config[key] for key in keys if key in data_config}
-    return create_transform(**config, is_training=is_training, **(augmentation if is_training else {}))
-
-
-class EpochShuffleSampler(Sampler[tuple[int, int]]):
-    """A shuffle that is a function of ``(seed, epoch)`` only, cut to whole global batches.
-
-    Yields ``(row, sample_seed)``: the seed under which that sample is augmented.  Every process draws
-    the same order (accelerate shards the batches), and a resumed run replays the order and the
-    augmentation of the epoch it resumes at.  Call :meth:`set_epoch` before each epoch (accelerate's
-    ``DataLoaderShard.set_epoch`` forwards to it).
-    """
-
-    def __init__(self, num_rows: int, seed: int, batch_multiple: int = 1) -> None:
-        if num_rows < batch_multiple:
-            raise ValueError(
-                f"{num_rows} training rows do not fill one global batch of {batch_multiple}; lower --batch-size"
-            )
-        self.num_rows, self.seed, self.batch_multiple, self.epoch = num_rows, seed, batch_multiple, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return self.num_rows // self.batch_multiple * self.batch_multiple
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        order = torch.randperm(self.num_rows, generator=generator)[: len(self)]
-        seeds = torch.randint(0, 2**62, (len(self),), generator=generator)
-        yield from zip(order.tolist(), seeds.tolist(), strict=True)
-
-
-def train_dataloader(
-    images: Dataset, micro_batch: int, global_batch: int, seed: int, workers: int, pin_memory: bool = False
-) -> DataLoader:
-    """Shuffled, whole-global-batch loader for one process's micro-batches (accelerate shards it).
-
-    With workers, they persist across epochs (the per-sample seeds keep that exact on resume).
-    """
-    sampler = EpochShuffleSampler(len(images), seed, global_batch)
-    return DataLoader(
-        images,
-        batch_size=micro_batch,
-        sampler=sampler,
-        drop_last=True,
-        num_workers=workers,
-        pin_memory=pin_memory,
-        persistent_workers=workers > 0,
-    )
-
-
-def eval_dataloader(
-    images: Dataset, batch_size: int, workers: int, pin_memory: bool = False, persistent: bool = False
-) -> DataLoader:
-    """In-order loader over every row (``gather_for_metrics`` drops the padding of the last batch).
-
-    ``persistent`` keeps its workers between passes (the per-epoch validation loader).
-    """
-    return DataLoader(
-        images,
-        batch_size=batch_size,
-        shuffle=False,
-        num_workers=workers,
-        pin_memory=pin_memory,
-        persistent_workers=persistent and workers > 0,
     )

@@ -25,11 +25,8 @@ from torch.utils.data import DataLoader
 
 from .atomic import write_json
 from .cli import KeyValueAction, UsageError
-from .data import (
-    TransformedImages,
-    eval_dataloader,
-    load_image_classification,
-)
+from .data import load_image_classification
+from .dataloaders import TransformedImages, eval_dataloader
 from .loading import (  # noqa: F401  (re-exported: the loaders were defined here before 0.2)
     ClassifierLogits,
     ProcessorTransform,

@@ -26,10 +26,8 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from .cli import UsageError, did_you_mean
-from .data import (
-    build_transform,
-    ensure_hub_reachable,
-)
+from .data import ensure_hub_reachable
+from .dataloaders import build_transform
 from .init import ImpulseOptions
 from .timm_models import IMPULSE_KWARGS, StructInitVisionTransformer
 

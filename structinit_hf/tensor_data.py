@@ -22,7 +22,8 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from .cli import UsageError
-from .data import ImageClassificationData, TransformedImages, build_transform, seeded_random_state, split_item
+from .data import ImageClassificationData
+from .dataloaders import TransformedImages, build_transform, seeded_random_state, split_item
 from .tensor_augment import TensorEvalTransform, TensorTrainTransform, tensor_policy_supported
 
 __all__ = ["INPUT_PIPELINES", "DecodedImages", "DecodedSplit", "decode_split", "training_datasets"]
@@ -104,7 +105,8 @@ class DecodedImages(Dataset):
     """Decoded uint8 images and their labels as ``(image tensor, label)`` pairs through a tensor ``transform``.
 
     An item is a row, or ``(row, seed)``: the transform then runs under
-    :func:`~structinit_hf.data.seeded_random_state`, as :class:`~structinit_hf.data.TransformedImages` does.
+    :func:`~structinit_hf.dataloaders.seeded_random_state`, as
+    :class:`~structinit_hf.dataloaders.TransformedImages` does.
     """
 
     def __init__(self, pixels: torch.Tensor, labels: torch.Tensor, transform: Callable) -> None:
