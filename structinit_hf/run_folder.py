@@ -1,0 +1,109 @@
+"""The output folder of a training run: its default name, its lock, the checkpoint it resumes from, its metrics.
+
+Before a model is built or an image read, the main process takes ``run.lock`` (:mod:`structinit_hf.run_lock`),
+clears what a killed run left behind, and a resumed checkpoint's recorded settings are compared with this run's.
+Once the run is prepared, :func:`start_run_state` restores the checkpoint's state and cuts the metrics back to it
+(:mod:`structinit_hf.checkpoints` describes the folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from accelerate import Accelerator, PartialState
+from accelerate.utils import broadcast_object_list
+from timm.utils import ModelEmaV3
+from torch import nn
+
+from .checkpoints import (
+    RunState,
+    check_same_settings,
+    clean_leftovers,
+    load_training_state,
+    read_trainer_state,
+    reset_metrics,
+    resume_point,
+    run_settings,
+)
+from .cli import UsageError
+from .run_lock import RunLock, acquire_run_lock
+
+__all__ = ["default_output_dir", "lock_run_folder", "open_run_folder", "start_run_state"]
+
+
+def default_output_dir(args: argparse.Namespace) -> Path:
+    """``runs/<model>-<dataset>``: the folder a run without ``--output-dir`` writes."""
+    model = Path(args.model.removeprefix("hf-hub:")).name or "model"
+    dataset = Path(args.dataset).name or "dataset"
+    return Path("runs") / f"{model}-{dataset}"
+
+
+def lock_run_folder(output_dir: Path, processes: PartialState) -> RunLock | None:
+    """The main process takes ``run.lock``; every process learns whether the folder was free (one refusal each)."""
+    lock, refusal = None, None
+    if processes.is_main_process:
+        try:
+            lock = acquire_run_lock(output_dir)
+        except UsageError as error:
+            refusal = str(error)
+    if processes.num_processes > 1:
+        shared = [refusal]
+        broadcast_object_list(shared)
+        refusal = shared[0]
+    if refusal is not None:
+        raise UsageError(refusal)
+    return lock
+
+
+def _started_accumulation(checkpoint: Path | None) -> int | None:
+    """The gradient accumulation a resumed run was started with (it decides the result to the last bit)."""
+    if checkpoint is None:
+        return None
+    return read_trainer_state(checkpoint).get("settings", {}).get("grad_accum")
+
+
+def open_run_folder(
+    args: argparse.Namespace, accelerator: Accelerator, output_dir: Path, mixed_precision: str
+) -> tuple[Path | None, str | None]:
+    """Clear what a killed run left in ``output_dir`` and find the checkpoint ``--resume`` names, refusing one whose
+    settings differ from this run's.
+
+    A resumed run keeps the ``--grad-accum`` it was started with (``args.grad_accum`` is set to it). Returns the
+    checkpoint (``None``: a fresh start) and where the accumulation comes from: ``"flag"``, ``"checkpoint"``, or
+    ``None`` when it is left to fit the memory.
+    """
+    accumulation_from = "flag" if args.grad_accum is not None else None
+    if accelerator.is_main_process:
+        clean_leftovers(output_dir)
+    accelerator.wait_for_everyone()
+    checkpoint = resume_point(output_dir, args.resume)
+    if args.grad_accum is None and _started_accumulation(checkpoint) is not None:
+        args.grad_accum, accumulation_from = _started_accumulation(checkpoint), "checkpoint"
+    if checkpoint is not None:
+        check_same_settings(checkpoint, run_settings(args, mixed_precision))
+    return checkpoint, accumulation_from
+
+
+def start_run_state(
+    args: argparse.Namespace,
+    accelerator: Accelerator,
+    output_dir: Path,
+    checkpoint: Path | None,
+    ema: ModelEmaV3 | None,
+    model: nn.Module,
+) -> RunState:
+    """Where the run starts: the checkpoint's state restored (a fresh one without), the folder's metrics cut back to
+    it, and the trackers started."""
+    state = RunState()
+    if checkpoint is not None:
+        state = load_training_state(accelerator, checkpoint, ema, model)
+        accelerator.print(f"resumed from {checkpoint} (epoch {state.epoch}, step {state.step})")
+    if accelerator.is_main_process:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        reset_metrics(output_dir, state.epoch)
+    accelerator.init_trackers(
+        output_dir.name,
+        config={k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in vars(args).items()},
+    )
+    return state
