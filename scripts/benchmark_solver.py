@@ -207,7 +207,14 @@ def health_rows(data: Path, num_images: int, arms: list[str]) -> dict:
 
 def to_markdown(result: dict) -> str:
     lines = ["# Solver benchmark", "", f"Command: `{result['command']}`", "", f"Machine: {result['machine']}", ""]
-    lines += ["## Solver on the pseudo input (16x16 grid, dim 192, 3 heads)", ""]
+    for section in (_solver_lines, _build_time_lines, _large_grid_lines, _wide_health_lines, _init_health_lines):
+        lines += section(result)
+    return "\n".join(lines) + "\n"
+
+
+def _solver_lines(result: dict) -> list[str]:
+    """Each solver on the 16 x 16 pseudo input: seconds, hit rate, target mass; then svd's speed-up over adam."""
+    lines = ["## Solver on the pseudo input (16x16 grid, dim 192, 3 heads)", ""]
     lines += ["| k | method | pseudo input | seconds | hit rate | target mass |", "|---|---|---|---|---|---|"]
     for row in result["solver"]:
         numbers = (f"{row[key]:.3f}" for key in ("seconds", "hit_rate", "target_mass"))
@@ -218,7 +225,12 @@ def to_markdown(result: dict) -> str:
         "Speed-up of svd over adam: " + ", ".join(f"k={k}: {v:.0f}x" for k, v in result["speedup"].items()),
         "",
     ]
-    lines += [
+    return lines
+
+
+def _build_time_lines(result: dict) -> list[str]:
+    """create_model with the init against the same network without it: median seconds and their ratio."""
+    lines = [
         "## Build time: timm.create_model with the init against the same network without it",
         "",
         "Median seconds of interleaved builds in one process; the ratio is the measure on a shared machine.",
@@ -229,9 +241,13 @@ def to_markdown(result: dict) -> str:
     for row in result["build_time"]:
         numbers = f"{row['seconds']:.3f} | {row['stock_seconds']:.3f} | {row['extra']:+.3f} | {row['ratio']:.2f}"
         lines.append(f"| {row['name']} | {row['stock']} | {numbers} |")
+    return [*lines, ""]
+
+
+def _large_grid_lines(result: dict) -> list[str]:
+    """One solve on the 1,024-token grid: seconds, peak memory growth and fidelity, beside the dense maps' size."""
     grid = LARGE_GRID
-    lines += [
-        "",
+    lines = [
         f"## One solve on a 1,024-token grid ({grid['grid'][0]}x{grid['grid'][1]}, dim {grid['dim']}, "
         f"{grid['heads']} heads of width {grid['head_dim']}: every block of a ViT-Tiny at 32 px, patch 1)",
         "",
@@ -246,8 +262,12 @@ def to_markdown(result: dict) -> str:
     for row in result["large_grid"]:
         numbers = " | ".join(f"{row[key]:.{digits}f}" for key, digits in formats)
         lines.append(f"| {row['method']} | {row['pseudo_input']} | {numbers} |")
-    lines.append("")
-    lines += [
+    return [*lines, ""]
+
+
+def _wide_health_lines(result: dict) -> list[str]:
+    """Init health of the 224 px models (partial factorisation) beside the full SVD's."""
+    lines = [
         "## Init health of the 224 px models on the pseudo input (block means)",
         "",
         "Their heads keep 64 of 384 or 768 channels, so their Q/K factors come from the partial factorisation; "
@@ -261,7 +281,11 @@ def to_markdown(result: dict) -> str:
         exact = EXACT_SVD_WIDE_HEALTH[name]
         cells = (f"{row[key]:.3f} | {exact[key]:.3f}" for key in ("q_norm", "entropy_ratio", "hit_rate", "target_mass"))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines.append("")
+    return [*lines, ""]
+
+
+def _init_health_lines(result: dict) -> list[str]:
+    """Init health on real CIFAR-10 images, one table per metric, one column per block."""
     health = result["init_health"]
     depth = len(next(iter(health.values())))
     header = ["| init | " + " | ".join(f"b{i + 1}" for i in range(depth)) + " |", "|---" * (depth + 1) + "|"]
@@ -271,13 +295,14 @@ def to_markdown(result: dict) -> str:
         ("bf16_shift", "mean total-variation shift of an attention row under bf16 autocast", "{:.3f}"),
         ("hit_rate", "rows peaking on the impulse target", "{:.2f}"),
     )
+    lines = []
     for key, what, fmt in metrics:
         lines += [f"## Init health, {what} ({result['num_images']} CIFAR-10 test images, per block)", "", *header]
         for label, blocks in health.items():
             if key in blocks[0]:
                 lines.append(f"| {label} | " + " | ".join(fmt.format(b[key]) for b in blocks) + " |")
         lines.append("")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def solver_parser() -> argparse.ArgumentParser:

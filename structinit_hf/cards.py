@@ -139,6 +139,78 @@ def _versions_line(versions: dict[str, Any]) -> str:
     return ", ".join(f"{name} {value}" for name, value in versions.items()) or "versions not recorded"
 
 
+def _split_attention_init(results_init: dict[str, Any], family: str) -> tuple[str, dict[str, Any]]:
+    """The run's attention init (the family's own when not recorded) and the rest of its init settings."""
+    init = dict(results_init)
+    attention_init = init.pop("attention_init", "convit" if family == "convit" else "default")
+    if attention_init not in _INIT_TITLES:
+        raise ValueError(
+            f"unknown attention_init {attention_init!r} in results.json; expected one of {', '.join(_INIT_TITLES)}"
+        )
+    if attention_init == "impulse" and "kernel_size" not in init:
+        raise ValueError("results.json: init.attention_init is 'impulse' but init.kernel_size is missing")
+    return attention_init, init
+
+
+def _architecture_context(
+    results: dict[str, Any], checkpoint_config: dict[str, Any], num_params: int
+) -> dict[str, Any]:
+    """What the card says about the network: architecture, arguments, size and preprocessing, from ``config.json``."""
+    pretrained_cfg = checkpoint_config.get("pretrained_cfg", {})
+    input_size = pretrained_cfg.get("input_size")
+    if not input_size:
+        raise ValueError("the checkpoint's config.json has no pretrained_cfg.input_size")
+    return dict(
+        architecture=checkpoint_config.get("architecture", results["model"]),
+        arch_line=_arch_line(checkpoint_config.get("model_args", {})),
+        params_m=num_params / 1e6,
+        image_size=" x ".join(str(side) for side in input_size[1:]),
+        mean=tuple(pretrained_cfg.get("mean", ())),
+        std=tuple(pretrained_cfg.get("std", ())),
+    )
+
+
+def _card_metadata(results: dict[str, Any], dataset: str, repo_name: str, license: str) -> ModelCardData:
+    """The card's YAML header: library, task, license, tags, dataset, and top-1/top-5 as a ``model-index``."""
+    eval_common = dict(
+        task_type="image-classification",
+        task_name="Image Classification",
+        dataset_type=dataset,
+        dataset_name=dataset,
+        dataset_config=results.get("dataset_config"),
+        dataset_split=results["split"],
+    )
+    return ModelCardData(
+        model_name=repo_name,
+        library_name="timm",
+        pipeline_tag="image-classification",
+        license=license,
+        tags=list(CARD_TAGS),
+        datasets=[dataset],
+        metrics=["accuracy"],
+        eval_results=[
+            EvalResult(metric_type=metric, metric_name=name, metric_value=results[field], **eval_common)
+            for metric, name, field in (
+                ("accuracy", "Top-1 accuracy (%)", "top1"),
+                ("top_5_accuracy", "Top-5 accuracy (%)", "top5"),
+            )
+        ],
+    )
+
+
+def _render_card(template: str, context: dict[str, Any]) -> ModelCard:
+    """Render a family's template (a value it uses that ``context`` lacks is an error), one blank line at most."""
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    content = environment.get_template(template).render(**context)
+    return ModelCard(re.sub(r"\n{3,}", "\n\n", content))
+
+
 def build_model_card(
     results: dict[str, Any],
     checkpoint_config: dict[str, Any],
@@ -162,56 +234,16 @@ def build_model_card(
     """
     family = model_family(results["model"])
     dataset, dataset_is_local = hub_dataset_id(results["dataset"], dataset_id)
-    init = dict(results["init"])
-    attention_init = init.pop("attention_init", "convit" if family == "convit" else "default")
-    if attention_init not in _INIT_TITLES:
-        raise ValueError(
-            f"unknown attention_init {attention_init!r} in results.json; expected one of {', '.join(_INIT_TITLES)}"
-        )
-    if attention_init == "impulse" and "kernel_size" not in init:
-        raise ValueError("results.json: init.attention_init is 'impulse' but init.kernel_size is missing")
-    pretrained_cfg = checkpoint_config.get("pretrained_cfg", {})
-    input_size = pretrained_cfg.get("input_size")
-    if not input_size:
-        raise ValueError("the checkpoint's config.json has no pretrained_cfg.input_size")
+    attention_init, init = _split_attention_init(results["init"], family)
+    architecture = _architecture_context(results, checkpoint_config, num_params)
     repo_name = repo_id.split("/")[-1]
-
-    eval_common = dict(
-        task_type="image-classification",
-        task_name="Image Classification",
-        dataset_type=dataset,
-        dataset_name=dataset,
-        dataset_config=results.get("dataset_config"),
-        dataset_split=results["split"],
-    )
-    card_data = ModelCardData(
-        model_name=repo_name,
-        library_name="timm",
-        pipeline_tag="image-classification",
-        license=license,
-        tags=list(CARD_TAGS),
-        datasets=[dataset],
-        metrics=["accuracy"],
-        eval_results=[
-            EvalResult(metric_type=metric, metric_name=name, metric_value=results[field], **eval_common)
-            for metric, name, field in (
-                ("accuracy", "Top-1 accuracy (%)", "top1"),
-                ("top_5_accuracy", "Top-5 accuracy (%)", "top5"),
-            )
-        ],
-    )
     context = dict(
-        card_data=card_data.to_yaml(),
+        card_data=_card_metadata(results, dataset, repo_name, license).to_yaml(),
         family=family,
         repo_id=repo_id,
         repo_name=repo_name,
         model_name=results["model"],
-        architecture=checkpoint_config.get("architecture", results["model"]),
-        arch_line=_arch_line(checkpoint_config.get("model_args", {})),
-        params_m=num_params / 1e6,
-        image_size=" x ".join(str(side) for side in input_size[1:]),
-        mean=tuple(pretrained_cfg.get("mean", ())),
-        std=tuple(pretrained_cfg.get("std", ())),
+        **architecture,
         attention_init=attention_init,
         init_title=_INIT_TITLES[attention_init].format(k=init.get("kernel_size")),
         init=init,
@@ -231,12 +263,4 @@ def build_model_card(
         arg_rows=_arg_rows(results["args"]),
         versions_line=_versions_line(results["versions"]),
     )
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    content = environment.get_template(MODEL_FAMILIES[family]).render(**context)
-    return ModelCard(re.sub(r"\n{3,}", "\n\n", content))
+    return _render_card(MODEL_FAMILIES[family], context)

@@ -193,31 +193,56 @@ def push_to_hub(
             return PushResult(repo_id, files, card, commit_message, None)
         if hf_constants.is_offline_mode():
             raise UsageError("HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it, or use a dry run")
-        api = HfApi(endpoint=endpoint)
-        try:
-            api.create_repo(repo_id, private=True if private else None, exist_ok=True)
-            if revision is not None and revision != hf_constants.DEFAULT_REVISION:
-                api.create_branch(repo_id, branch=revision, exist_ok=True)
-            commit = api.upload_folder(
-                repo_id=repo_id,
-                folder_path=folder,
-                revision=revision,
-                commit_message=commit_message,
-                commit_description=f"Run folder: {run.run_dir.name}. Files: {', '.join(files)}.",
-            )
-        except HfHubHTTPError as err:
-            status = err.response.status_code if err.response is not None else "no response"
-            hint = " Check HF_TOKEN (a write token for this namespace)." if status in (401, 403) else ""
-            raise ConnectionError(
-                f"uploading {run.run_dir} to {api.endpoint}/{repo_id} failed (HTTP {status}: {_first_line(err)}) "
-                f"before the commit completed; the run folder is unchanged, rerun the same command to retry.{hint}"
-            ) from err
-        except Exception as err:
-            if not _is_network_error(err):
-                raise
-            raise ConnectionError(
-                f"cannot reach {api.endpoint} to upload {run.run_dir} to {repo_id} ({type(err).__name__}: "
-                f"{_first_line(err)}); check the network and HF_ENDPOINT, then rerun the same command (nothing was "
-                "committed, the run folder is unchanged)"
-            ) from err
-    return PushResult(repo_id, files, card, commit_message, commit.commit_url)
+        commit_url = _upload(
+            HfApi(endpoint=endpoint),
+            run,
+            folder,
+            files,
+            repo_id,
+            private=private,
+            revision=revision,
+            message=commit_message,
+        )
+    return PushResult(repo_id, files, card, commit_message, commit_url)
+
+
+def _upload(
+    api: HfApi,
+    run: RunFiles,
+    folder: Path,
+    files: dict[str, int],
+    repo_id: str,
+    *,
+    private: bool,
+    revision: str | None,
+    message: str,
+) -> str:
+    """Create ``repo_id`` (and the branch ``revision``) if needed and upload ``folder`` to it in one commit; returns the
+    commit's URL. A refusal or a lost connection is a ``ConnectionError`` that says nothing was committed."""
+    try:
+        api.create_repo(repo_id, private=True if private else None, exist_ok=True)
+        if revision is not None and revision != hf_constants.DEFAULT_REVISION:
+            api.create_branch(repo_id, branch=revision, exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=folder,
+            revision=revision,
+            commit_message=message,
+            commit_description=f"Run folder: {run.run_dir.name}. Files: {', '.join(files)}.",
+        )
+    except HfHubHTTPError as err:
+        status = err.response.status_code if err.response is not None else "no response"
+        hint = " Check HF_TOKEN (a write token for this namespace)." if status in (401, 403) else ""
+        raise ConnectionError(
+            f"uploading {run.run_dir} to {api.endpoint}/{repo_id} failed (HTTP {status}: {_first_line(err)}) "
+            f"before the commit completed; the run folder is unchanged, rerun the same command to retry.{hint}"
+        ) from err
+    except Exception as err:
+        if not _is_network_error(err):
+            raise
+        raise ConnectionError(
+            f"cannot reach {api.endpoint} to upload {run.run_dir} to {repo_id} ({type(err).__name__}: "
+            f"{_first_line(err)}); check the network and HF_ENDPOINT, then rerun the same command (nothing was "
+            "committed, the run folder is unchanged)"
+        ) from err
+    return commit.commit_url

@@ -69,21 +69,33 @@ def training_parser() -> argparse.ArgumentParser:
     )
     add_model_arguments(parser)
     add_dataset_arguments(parser)
-    data = parser.add_argument_group("splits")
-    data.add_argument("--train-split", default="train")
-    data.add_argument("--eval-split", default=None, help="split scored at the end (default: test, else validation)")
-    data.add_argument(
+    _add_split_arguments(parser)
+    _add_recipe_arguments(parser)
+    _add_speed_arguments(parser)
+    _add_run_arguments(parser)
+    return parser
+
+
+def _add_split_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which rows train, validate after every epoch and are scored at the end."""
+    splits = parser.add_argument_group("splits")
+    splits.add_argument("--train-split", default="train")
+    splits.add_argument("--eval-split", default=None, help="split scored at the end (default: test, else validation)")
+    splits.add_argument(
         "--val-split",
         type=float,
         default=0.1,
         help="fraction of train held out (stratified) for per-epoch validation when the dataset has no "
         "validation split; 0 validates on the evaluation split",
     )
-    data.add_argument("--max-train-samples", type=int, default=None, help="train on a seeded random subset")
-    data.add_argument(
+    splits.add_argument("--max-train-samples", type=int, default=None, help="train on a seeded random subset")
+    splits.add_argument(
         "--skip-bad-images", action="store_true", help="drop unreadable images (counted in the log) instead of stopping"
     )
 
+
+def _add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
+    """Batch, optimizer, schedule, augmentation and EMA: the flags that decide the result."""
     recipe = parser.add_argument_group("recipe")
     recipe.add_argument("--epochs", type=int, default=200)
     recipe.add_argument("--batch-size", type=int, default=512, help="global batch per optimizer step")
@@ -112,6 +124,9 @@ def training_parser() -> argparse.ArgumentParser:
     recipe.add_argument("--model-ema", action="store_true", help="keep an EMA of the weights; validate and export it")
     recipe.add_argument("--model-ema-decay", type=float, default=0.9998)
 
+
+def _add_speed_arguments(parser: argparse.ArgumentParser) -> None:
+    """Precision, compilation, workers, evaluation batch and input pipeline: the defaults follow the device."""
     speed = parser.add_argument_group(
         "speed", "defaults follow the device: on a GPU bf16, compiled, workers from the CPU count; on CPU as given"
     )
@@ -138,6 +153,9 @@ def training_parser() -> argparse.ArgumentParser:
     )
     parser.set_defaults(workers=None)  # default: from the CPU count on a GPU, 0 on CPU
 
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the run writes, its seed, checkpoints, resume and logging."""
     run = parser.add_argument_group("run")
     run.add_argument("--output-dir", type=Path, default=None, help="default: runs/<model>-<dataset>")
     run.add_argument("--seed", type=int, default=0)
@@ -145,7 +163,6 @@ def training_parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-checkpoints", type=int, default=2, help="how many of the newest checkpoints to keep")
     run.add_argument("--resume", default=None, help="'latest' (a fresh start if there is none yet) or a checkpoint")
     run.add_argument("--report-to", choices=("none", "tensorboard"), default="none")
-    return parser
 
 
 def _progress(run: Run, total: int, desc: str) -> tqdm:

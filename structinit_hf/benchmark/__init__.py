@@ -108,14 +108,7 @@ def run_benchmark(
     threads each. A failed run does not stop the others; the failures are raised together at the end
     with the paths of their logs. Returns the aggregated record written to ``out_dir/results.json``.
     """
-    dataset_key = dataset if dataset is not None else next(iter(profile.datasets))
-    if dataset_key not in profile.datasets:
-        raise ValueError(
-            f"profile {profile.name!r} has no dataset {dataset_key!r}; expected one of {', '.join(profile.datasets)}"
-        )
-    spec = profile.datasets[dataset_key]
-    if (spec.local or spec.dataset.startswith((".", "/", "~"))) and not Path(spec.dataset).expanduser().is_dir():
-        raise ValueError(f"dataset folder {spec.dataset!r} does not exist; pass its location with --data-path")
+    dataset_key, spec = _dataset_spec(profile, dataset)
     chosen = select_arms(arms)
     seeds = list(profile.seeds if seeds is None else seeds)
     if not seeds or len(set(seeds)) != len(seeds):
@@ -123,7 +116,6 @@ def run_benchmark(
     jobs = profile.jobs if jobs is None else jobs
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
-    threads = max(1, (os.cpu_count() or 1) // jobs)
     runs = [(arm, seed, run_dir_for(runs_dir, arm, seed)) for seed in seeds for arm in chosen]
     check_finished_runs(
         (train_argv(profile, arm, seed, spec, path), path, arm_model_kwargs(arm, profile)) for arm, seed, path in runs
@@ -131,21 +123,9 @@ def run_benchmark(
     pending = [(arm, seed, path) for arm, seed, path in runs if not is_finished(path)]
     print(f"{len(runs) - len(pending)} of {len(runs)} runs already finished in {runs_dir}; training {len(pending)}")
 
-    failures = []
     clock_file = BENCHMARK_CLOCK if study == "main" else f"wall_clock-{study}.json"
-    with _wall_clock(Path(runs_dir) / clock_file) as clock, ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {
-            pool.submit(_train_one, train_argv(profile, arm, seed, spec, path), path, threads): (arm, seed, path)
-            for arm, seed, path in pending
-        }
-        for done, future in enumerate(as_completed(futures), start=1):
-            (arm, seed, path), (code, elapsed) = futures[future], future.result()
-            if code:
-                failures.append(f"{arm.name} seed {seed} (exit code {code}; log {path / RUN_LOG})")
-                print(f"[{done}/{len(pending)}] {arm.name} seed {seed}: FAILED, see {path / RUN_LOG}", flush=True)
-                continue
-            top1 = json.loads((path / RUN_RESULTS).read_text())["top1"]
-            print(f"[{done}/{len(pending)}] {arm.name} seed {seed}: top-1 {top1:.2f}% ({elapsed:.0f} s)", flush=True)
+    with _wall_clock(Path(runs_dir) / clock_file) as clock:
+        failures = _train_runs(profile, spec, pending, jobs)
     if failures:
         raise ChildProcessError(f"{len(failures)} run(s) failed: {'; '.join(failures)}. Rerun to retry them.")
     record = aggregate_runs(
@@ -164,6 +144,40 @@ def run_benchmark(
     return record
 
 
+def _dataset_spec(profile: Profile, dataset: str | None) -> tuple[str, BenchmarkDataset]:
+    """The key and spec of ``dataset`` in ``profile`` (default: its first); a local folder must exist."""
+    dataset_key = dataset if dataset is not None else next(iter(profile.datasets))
+    if dataset_key not in profile.datasets:
+        raise ValueError(
+            f"profile {profile.name!r} has no dataset {dataset_key!r}; expected one of {', '.join(profile.datasets)}"
+        )
+    spec = profile.datasets[dataset_key]
+    if (spec.local or spec.dataset.startswith((".", "/", "~"))) and not Path(spec.dataset).expanduser().is_dir():
+        raise ValueError(f"dataset folder {spec.dataset!r} does not exist; pass its location with --data-path")
+    return dataset_key, spec
+
+
+def _train_runs(profile: Profile, spec: BenchmarkDataset, pending: list[tuple[Arm, int, Path]], jobs: int) -> list[str]:
+    """Train the ``pending`` runs, ``jobs`` at a time with ``cpu_count // jobs`` threads each, saying as each ends how
+    it did; returns the failed ones, each with the path of its log."""
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    failures = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {
+            pool.submit(_train_one, train_argv(profile, arm, seed, spec, path), path, threads): (arm, seed, path)
+            for arm, seed, path in pending
+        }
+        for done, future in enumerate(as_completed(futures), start=1):
+            (arm, seed, path), (code, elapsed) = futures[future], future.result()
+            if code:
+                failures.append(f"{arm.name} seed {seed} (exit code {code}; log {path / RUN_LOG})")
+                print(f"[{done}/{len(pending)}] {arm.name} seed {seed}: FAILED, see {path / RUN_LOG}", flush=True)
+                continue
+            top1 = json.loads((path / RUN_RESULTS).read_text())["top1"]
+            print(f"[{done}/{len(pending)}] {arm.name} seed {seed}: top-1 {top1:.2f}% ({elapsed:.0f} s)", flush=True)
+    return failures
+
+
 def benchmark_parser() -> argparse.ArgumentParser:
     """The flags of ``scripts/benchmark_small_data.py``."""
     parser = argparse.ArgumentParser(
@@ -171,6 +185,29 @@ def benchmark_parser() -> argparse.ArgumentParser:
         "paper-style table, curves and raw results. Rerun the same command to resume.",
     )
     parser.add_argument("--profile", choices=tuple(PROFILES), default="cpu", help="cpu (default) or paper")
+    _add_dataset_arguments(parser)
+    parser.add_argument(
+        "--study",
+        choices=STUDIES,
+        default="main",
+        help="main (default): the six arms of the paper's table; ablation: impulse 3x3 with one setting changed "
+        "at a time, beside the default and mimetic runs",
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=None,
+        choices=tuple(ALL_ARMS),
+        help="default: every arm of the study",
+    )
+    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the profile's")
+    parser.add_argument("--jobs", type=int, default=None, help="runs at a time (default: the profile's)")
+    _add_output_arguments(parser)
+    return parser
+
+
+def _add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which of the profile's datasets to train on, and where it lives."""
     parser.add_argument(
         "--dataset",
         default=None,
@@ -188,22 +225,10 @@ def benchmark_parser() -> argparse.ArgumentParser:
         default=None,
         help="where the chosen dataset lives (a local folder or Hub id), if not the profile's",
     )
-    parser.add_argument(
-        "--study",
-        choices=STUDIES,
-        default="main",
-        help="main (default): the six arms of the paper's table; ablation: impulse 3x3 with one setting changed "
-        "at a time, beside the default and mimetic runs",
-    )
-    parser.add_argument(
-        "--arms",
-        nargs="+",
-        default=None,
-        choices=tuple(ALL_ARMS),
-        help="default: every arm of the study",
-    )
-    parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the profile's")
-    parser.add_argument("--jobs", type=int, default=None, help="runs at a time (default: the profile's)")
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the run folders, the staged release repos and the results go."""
     parser.add_argument(
         "--runs-dir",
         type=Path,
@@ -227,7 +252,6 @@ def benchmark_parser() -> argparse.ArgumentParser:
         help="where results.md/json and curves.png go (default: benchmarks/small_data for the "
         "cpu profile, benchmarks/small_data/<profile>-<dataset> otherwise)",
     )
-    return parser
 
 
 def main(args: argparse.Namespace, command: str) -> dict[str, Any]:

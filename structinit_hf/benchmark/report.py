@@ -66,6 +66,30 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
     }
 
 
+def _arm_record(name: str, paths: list[Path], results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One arm of the benchmark record: its model and init, then per seed the scores, curve, time and entropy."""
+    curves = [[m["val_top1"] for m in _read_metrics(path)] for path in paths]
+    timing = [path / RUN_TIMING for path in paths]
+    best = max(range(len(paths)), key=lambda i: (curves[i][-1], results[i]["top1"]))
+    return {
+        "description": ALL_ARMS[name].description if name in ALL_ARMS else name,
+        "model": results[0]["model"],
+        "model_kwargs": results[0]["model_kwargs"],
+        "init": results[0]["init"],
+        "seeds": [r["args"]["seed"] for r in results],
+        "final_top1": [r["top1"] for r in results],
+        "final_top5": [r["top5"] for r in results],
+        "val_top1": curves,
+        "wall_time_s": [
+            json.loads(t.read_text())["elapsed_s"] if t.is_file() else r["wall_time_s"]
+            for t, r in zip(timing, results, strict=True)
+        ],
+        "attention_entropy": [trained_attention_entropy(path) for path in paths],
+        "runs": [str(path) for path in paths],
+        "best_run": str(paths[best]),
+    }
+
+
 def aggregate_runs(
     arm_runs: dict[str, list[Path]],
     *,
@@ -90,27 +114,8 @@ def aggregate_runs(
         if missing:
             raise ValueError(f"arm {name!r} has unfinished runs (no {RUN_RESULTS}): {', '.join(missing)}")
         results = [json.loads((path / RUN_RESULTS).read_text()) for path in paths]
-        curves = [[m["val_top1"] for m in _read_metrics(path)] for path in paths]
         first = first or results[0]
-        timing = [path / RUN_TIMING for path in paths]
-        best = max(range(len(paths)), key=lambda i: (curves[i][-1], results[i]["top1"]))
-        arms[name] = {
-            "description": ALL_ARMS[name].description if name in ALL_ARMS else name,
-            "model": results[0]["model"],
-            "model_kwargs": results[0]["model_kwargs"],
-            "init": results[0]["init"],
-            "seeds": [r["args"]["seed"] for r in results],
-            "final_top1": [r["top1"] for r in results],
-            "final_top5": [r["top5"] for r in results],
-            "val_top1": curves,
-            "wall_time_s": [
-                json.loads(t.read_text())["elapsed_s"] if t.is_file() else r["wall_time_s"]
-                for t, r in zip(timing, results, strict=True)
-            ],
-            "attention_entropy": [trained_attention_entropy(path) for path in paths],
-            "runs": [str(path) for path in paths],
-            "best_run": str(paths[best]),
-        }
+        arms[name] = _arm_record(name, paths, results)
     if first is None:
         raise ValueError("no runs to aggregate")
     spec = profile.datasets[dataset_key]
@@ -239,8 +244,6 @@ def render_results_markdown(record: dict[str, Any]) -> str:
     arms = record["arms"]
     num_seeds = max(len(arm["final_top1"]) for arm in arms.values())
     data = f"`{record['dataset']}`" + (f" (`{record['dataset_config']}`)" if record["dataset_config"] else "")
-    flags = [flag for name, value in record["recipe"].items() for flag in flag_values(name, value)]
-    dataset_id = f" --dataset-id {record['dataset_hub_id']}" if record["dataset_hub_id"] else ""
     study = " (ablation of the impulse settings)" if record.get("study") == "ablation" else ""
     out = [
         f"# Small-data benchmark: `{record['profile']}` profile{study}",
@@ -264,6 +267,16 @@ def render_results_markdown(record: dict[str, Any]) -> str:
         "",
         "Rerun the same command to resume an interrupted benchmark: finished runs are kept.",
         "",
+        *_recipe_lines(record),
+        *_time_and_best_run_lines(record),
+    ]
+    return "\n".join(out)
+
+
+def _recipe_lines(record: dict[str, Any]) -> list[str]:
+    """The profile's notes, the command each run is, every arm's model and kwargs, every option of the runs."""
+    flags = [flag for name, value in record["recipe"].items() for flag in flag_values(name, value)]
+    return [
         "## Recipe",
         "",
         record["profile_notes"],
@@ -271,7 +284,7 @@ def render_results_markdown(record: dict[str, Any]) -> str:
         "Every run is `python scripts/train.py --model <arm model> --model-kwargs <arm kwargs> "
         f"--dataset {record['dataset']} {' '.join(flags)} --seed <seed> --output-dir <run>`, with:",
         "",
-        *(f"- `{name}`: `{arm['model']}` `{json.dumps(arm['model_kwargs'])}`" for name, arm in arms.items()),
+        *(f"- `{name}`: `{arm['model']}` `{json.dumps(arm['model_kwargs'])}`" for name, arm in record["arms"].items()),
         "",
         "<details><summary>every <code>scripts/train.py</code> option of the runs</summary>",
         "",
@@ -281,6 +294,13 @@ def render_results_markdown(record: dict[str, Any]) -> str:
         "",
         "</details>",
         "",
+    ]
+
+
+def _time_and_best_run_lines(record: dict[str, Any]) -> list[str]:
+    """The time taken and the library versions, then each arm's best run and the command that publishes one."""
+    dataset_id = f" --dataset-id {record['dataset_hub_id']}" if record["dataset_hub_id"] else ""
+    return [
         "## Time and versions",
         "",
         f"- wall clock: {_duration(record['wall_clock_s'])} ({record['jobs']} run(s) at a time); sum over runs "
@@ -289,7 +309,7 @@ def render_results_markdown(record: dict[str, Any]) -> str:
         "",
         "## Best run of each arm (highest last-epoch validation top-1)",
         "",
-        *(f"- `{name}`: `{arm['best_run']}`" for name, arm in arms.items()),
+        *(f"- `{name}`: `{arm['best_run']}`" for name, arm in record["arms"].items()),
         "",
         "Publish one (drop `--dry-run` to upload):",
         "",
@@ -298,7 +318,6 @@ def render_results_markdown(record: dict[str, Any]) -> str:
         "```",
         "",
     ]
-    return "\n".join(out)
 
 
 def plot_curves(record: dict[str, Any], path: Path) -> Path:
