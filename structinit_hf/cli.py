@@ -25,8 +25,11 @@ import argparse
 import ast
 import difflib
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
+from typing import Any
 
 from .extras import missing_extra_message
 
@@ -35,6 +38,7 @@ __all__ = [
     "USER_ERRORS",
     "KeyValueAction",
     "UsageError",
+    "check_kwarg_types",
     "did_you_mean",
     "run_script",
     "script_imports",
@@ -74,6 +78,50 @@ class KeyValueAction(argparse.Action):
             except (ValueError, SyntaxError):
                 kwargs[key] = text  # a bare word such as pseudo_input=learned
         setattr(namespace, self.dest, kwargs)
+
+
+def _accepts(value: Any, hint: Any) -> bool:
+    """Whether a value read from the command line fits the annotation ``hint``; kinds it cannot judge pass."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts(value, arm) for arm in args)
+    if origin is typing.Literal:
+        return value in args
+    if origin in (tuple, list):
+        if not isinstance(value, (tuple, list)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_accepts(item, args[0]) for item in value)
+        return not args or (len(args) == len(value) and all(map(_accepts, value, args)))
+    if hint is type(None):
+        return value is None
+    if hint in (int, float) and isinstance(value, bool):
+        return False
+    if hint in (bool, int, str):
+        return isinstance(value, hint)
+    if hint is float:
+        return isinstance(value, (int, float))
+    return True  # a callable, a class, a tensor ...: not something a command line spells
+
+
+def _describe(hint: Any) -> str:
+    """``int``, ``int or (int, int)``, ``one of 'avg', 'token'``: how a type reads in a message."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(arm) for arm in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(map(repr, args))
+    if origin in (tuple, list):
+        return "(" + ", ".join("..." if arg is Ellipsis else _describe(arg) for arg in args) + ")"
+    return "None" if hint is type(None) else getattr(hint, "__name__", str(hint))
+
+
+def check_kwarg_types(kwargs: Mapping[str, Any], hints: Mapping[str, Any], flag: str) -> None:
+    """Raise :class:`UsageError` naming ``flag``, the keyword and its allowed types for the first value of ``kwargs``
+    that does not fit its annotation in ``hints`` (``typing.get_type_hints`` of the function that takes them)."""
+    for name, value in kwargs.items():
+        if name in hints and not _accepts(value, hints[name]):
+            raise UsageError(f"{flag} {name}={value!r}: {name} takes {_describe(hints[name])}")
 
 
 @contextmanager

@@ -190,7 +190,7 @@ def _check_evaluation_args(args: argparse.Namespace, accelerator: Accelerator) -
             "--mixed-precision fp16: not on a CPU (accelerate runs fp32 there); allowed on CPU: bf16 or no"
         )
     check_model_source(args.model)
-    check_model_kwargs(args.model_kwargs)
+    check_model_kwargs(args.model_kwargs, args.model)
 
 
 def _previous_training(source: str) -> dict[str, Any]:

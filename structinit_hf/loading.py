@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import re
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from timm.data import resolve_model_data_config
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from .cli import UsageError, did_you_mean
+from .cli import UsageError, check_kwarg_types, did_you_mean
 from .data import ensure_hub_reachable
 from .dataloaders import build_transform
 from .init import ImpulseOptions
@@ -269,21 +270,25 @@ def check_model_source(source: str) -> None:
         )
 
 
-_KWARG_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
-_KWARG_EXAMPLES = {"int": 3, "float": 0.5, "bool": True, "str": "name"}
-
-
-def check_model_kwargs(model_kwargs: dict[str, Any]) -> None:
-    """``--model-kwargs``: an impulse option of the wrong type (``seed=abc``) is refused naming the option."""
-    fields = ImpulseOptions.__dataclass_fields__
-    for name, value in model_kwargs.items():
-        if name not in fields or value is None:
+def _keyword_hints(model: str) -> dict[str, Any]:
+    """The annotated keywords of the network a timm name builds (its class's ``__init__`` up the MRO), and this
+    package's init options; ``{}`` for what is not a timm name. Annotations that do not resolve are left out."""
+    hints: dict[str, Any] = {}
+    if not timm.is_model(model):
+        return hints
+    network = typing.get_type_hints(timm.models.model_entrypoint(model)).get("return")
+    for klass in reversed(getattr(network, "__mro__", ())):
+        try:
+            hints.update(typing.get_type_hints(klass.__init__))
+        except (NameError, TypeError):
             continue
-        kinds = [kind.strip() for kind in str(fields[name].type).split("|") if kind.strip() != "None"]
-        allowed = tuple(t for kind in kinds for t in _KWARG_TYPES.get(kind, ()))
-        if allowed and (not isinstance(value, allowed) or (bool not in allowed and isinstance(value, bool))):
-            example = _KWARG_EXAMPLES[kinds[0]]
-            raise UsageError(
-                f"--model-kwargs {name}={value!r}: {name} takes {' or '.join(kinds)} values (for example "
-                f"{name}={example})"
-            )
+    if isinstance(network, type) and issubclass(network, StructInitVisionTransformer):
+        hints.update(typing.get_type_hints(ImpulseOptions))
+    hints.pop("return", None)
+    return hints
+
+
+def check_model_kwargs(model_kwargs: dict[str, Any], model: str = "vit_tiny_impulse3") -> None:
+    """``--model-kwargs`` for the timm name ``model``: a value of the wrong type for its network's keyword or for an
+    init option (``depth=abc``, ``seed=abc``, ``global_pool=mean``) is refused naming the keyword and what it takes."""
+    check_kwarg_types(model_kwargs, _keyword_hints(model), "--model-kwargs")

@@ -245,7 +245,7 @@ def _setup_locked_run(
     args.mixed_precision = defaults.mixed_precision  # what trains is what results.json and the card record
     checkpoint, accumulation_from = open_run_folder(args, accelerator, output_dir, defaults.mixed_precision)
     check_model_source(args.model)
-    check_model_kwargs(args.model_kwargs)
+    check_model_kwargs(args.model_kwargs, args.model)
 
     model, init, data = _model_and_data(args, accelerator)
     *images, pipeline = training_datasets(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from structinit_hf.cli import USAGE_EXIT_STATUS, UsageError, did_you_mean, run_script
+from structinit_hf.cli import USAGE_EXIT_STATUS, UsageError, check_kwarg_types, did_you_mean, run_script
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -129,3 +129,32 @@ def test_model_kwargs_word_without_equals_is_a_usage_error(capsys):
     assert exit_info.value.code == USAGE_EXIT_STATUS
     err = capsys.readouterr().err
     assert "--model-kwargs: '{\"depth\": 3}' is not key=value" in err and "Traceback" not in err
+
+
+def test_keyword_types_follow_the_annotations_of_the_function_that_takes_them():
+    """Catches a string, a bool for an int, a wrong-length tuple or a value outside a Literal reaching timm's builder,
+    where it fails as a TypeError deep inside (``depth=abc``), and a checker that refuses what the type allows."""
+    from typing import Literal, Union
+
+    hints = {
+        "depth": int,
+        "ratio": float,
+        "size": Union[int, tuple[int, int]],  # noqa: UP007  (timm's own annotations are typing.Union)
+        "pool": Literal["avg", "token"],
+        "init": float | None,
+        "layer": type,
+    }
+    good = dict(depth=3, ratio=4, size=(16, 16), pool="avg", init=None, layer="anything")
+    check_kwarg_types(good, hints, "--model-kwargs")
+    check_kwarg_types({"unknown": object()}, hints, "--model-kwargs")  # not annotated: not judged
+    for name, value, allowed in [
+        ("depth", "abc", "int"),
+        ("depth", True, "int"),
+        ("ratio", "x", "float"),
+        ("size", (16, 16, 3), "int or (int, int)"),
+        ("pool", "mean", "one of 'avg', 'token'"),
+        ("init", "a", "float or None"),
+    ]:
+        with pytest.raises(UsageError) as error:
+            check_kwarg_types({name: value}, hints, "--model-kwargs")
+        assert str(error.value) == f"--model-kwargs {name}={value!r}: {name} takes {allowed}"

@@ -66,6 +66,18 @@ CASES = {
     "image-column": ("train", _train("--image-column", "label"), {}, "--image-column 'label': that column holds"),
     "label-column": ("train", _train("--label-column", "img"), {}, "--label-column 'img': that column holds Image"),
     "model-kwargs-seed": ("train", _train("--model-kwargs", "seed=abc"), {}, "--model-kwargs seed='abc': seed takes"),
+    "model-kwargs-depth": (
+        "train",
+        _train("--model-kwargs", "depth=abc"),
+        {},
+        "--model-kwargs depth='abc': depth takes int",
+    ),
+    "model-kwargs-pool": (
+        "train",
+        _train("--model-kwargs", "global_pool=mean"),
+        {},
+        "--model-kwargs global_pool='mean': global_pool takes one of '', 'avg',",
+    ),
     "weightless-model": (
         "train",
         lambda paths, out: [*synthetic_args(paths.dataset, out)[len(TINY_MODEL) :], "--model", str(paths.weightless)],
