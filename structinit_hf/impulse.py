@@ -55,8 +55,9 @@ def validate_kernel_size(kernel_size: int, grid_size: int | Sequence[int]) -> No
     if kernel_size < 1 or kernel_size % 2 == 0:
         raise ValueError(f"kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {kernel_size}")
     if kernel_size > min(h, w):
+        largest = min(h, w) - 1 + min(h, w) % 2  # the largest odd size that fits
         raise ValueError(
-            f"kernel_size {kernel_size} does not fit the {h}x{w} patch grid: it must be at most {min(h, w)}"
+            f"kernel_size {kernel_size} does not fit the {h}x{w} patch grid: allowed odd sizes up to {largest}"
         )
 
 

@@ -215,6 +215,13 @@ def load_model(
         model = create_timm_model(source, **timm_kwargs)
         return model, dict(getattr(model, "structinit_settings", {}))
     if source.count("/") == 1 and not source.startswith((".", "/", "~")):
+        if folder.parent.is_dir():  # runs/c10 beside a runs/ folder: a mistyped run folder, not a Hub id
+            there = sorted(path.name for path in folder.parent.iterdir() if path.is_dir())
+            raise UsageError(
+                f"model folder {source!r} does not exist ({folder.parent}/ holds {', '.join(there[:8]) or 'no folders'}"
+                f"{did_you_mean(folder.name, there)}); pass a checkpoint folder (with config.json), or a Hub id whose "
+                "namespace is not a local folder"
+            )
         ensure_hub_reachable(source, "model")
         try:
             return _transformers_model(source, num_classes, label_names, trust_remote_code), {}

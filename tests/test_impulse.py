@@ -52,8 +52,10 @@ def test_bad_kernel_sizes_are_rejected(kernel_size) -> None:
 
 def test_kernel_larger_than_grid_is_rejected() -> None:
     impulse.validate_kernel_size(5, (5, 9))
-    with pytest.raises(ValueError, match=r"kernel_size 5 does not fit the 4x9 patch grid"):
-        impulse.validate_kernel_size(5, (4, 9))
+    with pytest.raises(ValueError, match=r"kernel_size 5 does not fit the 4x9 patch grid: allowed odd sizes up to 3$"):
+        impulse.validate_kernel_size(5, (4, 9))  # the limit named is odd, as kernel_size must be
+    with pytest.raises(ValueError, match=r"kernel_size 7 does not fit the 5x9 patch grid: allowed odd sizes up to 5$"):
+        impulse.validate_kernel_size(7, (5, 9))
 
 
 def test_sincos_encoding_layout_and_errors() -> None:

@@ -47,7 +47,15 @@ def _evaluate(*extra: str):
 
 
 UNREACHABLE_HUB = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_TOKEN": "hf_not_a_real_token", "HF_HUB_OFFLINE": None}
+
+
 # (script, argv from the fixture's paths and a fresh output folder, environment changes, what the line must say)
+def _missing_run_folder(paths: SimpleNamespace, out: Path) -> list[str]:
+    """``--model out/c11`` where ``out/`` holds only ``c10``: a mistyped run folder, which reads as a Hub id."""
+    (out / "c10").mkdir(parents=True)
+    return ["--model", "out/c11", "--dataset", str(paths.dataset)]
+
+
 CASES = {
     "aa": ("train", _train("--aa", "bogus"), {}, "--aa 'bogus': not a timm auto-augment policy"),
     "label-smoothing": ("train", _train("--label-smoothing", "1.5"), {}, "--label-smoothing 1.5: out of range"),
@@ -105,6 +113,12 @@ CASES = {
     "evaluate-batch-size": ("evaluate", _evaluate("--batch-size", "0"), {}, "--batch-size 0: out of range"),
     "evaluate-fp16-on-cpu": ("evaluate", _evaluate("--mixed-precision", "fp16"), {}, "--mixed-precision fp16: not on"),
     "evaluate-image-column": ("evaluate", _evaluate("--image-column", "label"), {}, "--image-column 'label': that"),
+    "evaluate-missing-run-folder": (
+        "evaluate",
+        lambda paths, out: _missing_run_folder(paths, out),
+        {},
+        "model folder 'out/c11' does not exist (out/ holds c10 (did you mean 'c10'?)); pass a checkpoint folder",
+    ),
     "evaluate-weightless-model": (
         "evaluate",
         lambda paths, out: ["--model", str(paths.weightless), "--dataset", str(paths.dataset)],
