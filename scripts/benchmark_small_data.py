@@ -11,7 +11,9 @@ import sys
 
 from structinit_hf.cli import run_script, script_imports
 
-with script_imports():
+with script_imports():  # matplotlib draws the results at the end: a missing one stops here, before any training
+    import matplotlib  # noqa: F401
+
     from structinit_hf.benchmark import benchmark_parser, main
 
 if __name__ == "__main__":

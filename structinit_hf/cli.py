@@ -90,8 +90,8 @@ def _accepts(value: Any, hint: Any) -> bool:
     if origin in (tuple, list):
         if not isinstance(value, (tuple, list)):
             return False
-        if len(args) == 2 and args[1] is Ellipsis:
-            return all(_accepts(item, args[0]) for item in value)
+        if origin is list or (len(args) == 2 and args[1] is Ellipsis):  # any length, one item type
+            return not args or all(_accepts(item, args[0]) for item in value)
         return not args or (len(args) == len(value) and all(map(_accepts, value, args)))
     if hint is type(None):
         return value is None
@@ -111,8 +111,10 @@ def _describe(hint: Any) -> str:
         return " or ".join(_describe(arm) for arm in args)
     if origin is typing.Literal:
         return "one of " + ", ".join(map(repr, args))
-    if origin in (tuple, list):
-        return "(" + ", ".join("..." if arg is Ellipsis else _describe(arg) for arg in args) + ")"
+    if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
+        return f"a list of {_describe(args[0])}" if args else "a list"
+    if origin is tuple:
+        return "(" + ", ".join(_describe(arg) for arg in args) + ")"
     return "None" if hint is type(None) else getattr(hint, "__name__", str(hint))
 
 
@@ -120,7 +122,12 @@ def check_kwarg_types(kwargs: Mapping[str, Any], hints: Mapping[str, Any], flag:
     """Raise :class:`UsageError` naming ``flag``, the keyword and its allowed types for the first value of ``kwargs``
     that does not fit its annotation in ``hints`` (``typing.get_type_hints`` of the function that takes them)."""
     for name, value in kwargs.items():
-        if name in hints and not _accepts(value, hints[name]):
+        if name not in hints:
+            continue
+        hint = hints[name]
+        if name.endswith("_size"):  # timm converts sizes with to_2tuple: an int and (h, w) are both taken
+            hint = hint | int | tuple[int, int]
+        if not _accepts(value, hint):
             raise UsageError(f"{flag} {name}={value!r}: {name} takes {_describe(hints[name])}")
 
 

@@ -7,6 +7,8 @@ turns a missing package of an extra into one line naming the extra to install (:
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 __all__ = ["EXTRAS", "extra_for", "missing_extra_message"]
 
 # extra -> the importable modules it installs (setup.cfg's [options.extras_require] lists their distributions)
@@ -27,6 +29,7 @@ def missing_extra_message(error: ModuleNotFoundError, user: str) -> str | None:
     """``"<user> needs <module> (the 'train' extra): pip install 'structinit-hf[train]'"`` for a module of an extra
     that is not installed; ``None`` when ``error`` is about any other module (a bug, not a missing extra)."""
     extra = extra_for(error.name)
-    if extra is None:
-        return None
-    return f"{user} needs {error.name.partition('.')[0]} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"
+    top = (error.name or "").partition(".")[0]
+    if extra is None or (top != error.name and find_spec(top) is not None):
+        return None  # a part of an installed package is missing: a version to fix, not an extra to install
+    return f"{user} needs {top} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from importlib.util import find_spec
 from typing import Any
 
 import timm.optim
@@ -58,6 +59,8 @@ def check_run_args(args: argparse.Namespace, num_processes: int) -> None:
     if not 0 < low <= high:
         raise _out_of_range("ratio", f"{low:g} {high:g}", "MIN MAX with 0 < MIN <= MAX (aspect ratios)")
     _check_auto_augment(args.aa)
+    if args.report_to == "tensorboard" and find_spec("tensorboard") is None:  # accelerate would drop it silently
+        raise ModuleNotFoundError("--report-to tensorboard: tensorboard is not installed", name="tensorboard")
     if args.opt.lower() not in timm.optim.list_optimizers():
         names = timm.optim.list_optimizers()
         raise UsageError(f"--opt {args.opt!r}: not a timm optimizer{did_you_mean(args.opt, names)}; e.g. adamw, sgd")

@@ -97,3 +97,25 @@ def test_build_and_render_on_a_fake_tree(tmp_path, monkeypatch):
     assert record["lengths"]["10"]["arms"]["default"]["n"] == 2  # judged on the long runs' seeds
     text = render_campaign_markdown(record)
     assert "not run (time)" in text and "Tie rule" in text
+
+
+def test_a_size_gathers_every_batch_folder_its_pattern_matches(tmp_path, monkeypatch):
+    """Catches a batch of runs written to its own folder (seed2-impulse3/, seed1/) that the report does not read."""
+    from structinit_hf.benchmark import campaign
+
+    batches = {
+        "n/results.json": {"default": {0: 50.0}, "impulse3": {0: 52.0}},
+        "n/seed1/results.json": {"default": {1: 51.0}, "impulse3": {1: 53.5}},
+        "n/seed2-impulse3/results.json": {"impulse3": {2: 52.5}},
+        "n/seed2-default/results.json": {"default": {2: 50.5}},
+    }
+    for name, arms in batches.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(json.dumps(_record(arms)))
+    monkeypatch.setattr(campaign, "SIZE_SOURCES", {5_000: ("n/results.json", "n/seed*/results.json")})
+    monkeypatch.setattr(campaign, "LENGTH_SOURCES", {10: ("n/results.json",), 50: ("none/seed*/results.json",)})
+    size = build_campaign(tmp_path)["sizes"]["5000"]
+    assert size["sources"] == [
+        "n/results.json", "n/seed1/results.json", "n/seed2-default/results.json", "n/seed2-impulse3/results.json"
+    ]  # fmt: skip
+    assert size["vs"]["default"]["impulse3"]["per_seed"] == {0: 2.0, 1: 2.5, 2: 2.0}

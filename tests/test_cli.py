@@ -143,8 +143,11 @@ def test_keyword_types_follow_the_annotations_of_the_function_that_takes_them():
         "pool": Literal["avg", "token"],
         "init": float | None,
         "layer": type,
+        "layers": list[int],
+        "img_size": int,  # timm annotates some sizes as int and converts (h, w) too
     }
-    good = dict(depth=3, ratio=4, size=(16, 16), pool="avg", init=None, layer="anything")
+    good = dict(depth=3, ratio=4, size=(16, 16), pool="avg", init=None, layer="anything", layers=[3, 4, 6, 3])
+    check_kwarg_types(dict(img_size=(32, 32)), hints, "--model-kwargs")
     check_kwarg_types(good, hints, "--model-kwargs")
     check_kwarg_types({"unknown": object()}, hints, "--model-kwargs")  # not annotated: not judged
     for name, value, allowed in [
@@ -154,7 +157,24 @@ def test_keyword_types_follow_the_annotations_of_the_function_that_takes_them():
         ("size", (16, 16, 3), "int or (int, int)"),
         ("pool", "mean", "one of 'avg', 'token'"),
         ("init", "a", "float or None"),
+        ("layers", [3, "a"], "a list of int"),
+        ("img_size", "x", "int"),
     ]:
         with pytest.raises(UsageError) as error:
             check_kwarg_types({name: value}, hints, "--model-kwargs")
         assert str(error.value) == f"--model-kwargs {name}={value!r}: {name} takes {allowed}"
+
+
+@pytest.mark.parametrize("model", ["vit_tiny_impulse3", "vit_tiny_patch16_224", "convit_tiny_patch2_32"])
+def test_the_keywords_users_pass_are_not_refused(model):
+    """Catches the check refusing what timm builds: sizes as an int or (h, w), rates, pools, init options."""
+    from structinit_hf.loading import check_model_kwargs
+
+    common = dict(img_size=32, patch_size=4, drop_path_rate=0.1, num_classes=10)
+    vit = dict(global_pool="avg", class_token=False)
+    ours = dict(pos_embed="sincos", kernel_size=5, preset="v2", solver="svd", qk_frobenius=7, seed=1)
+    for kwargs in (common, dict(common, img_size=(32, 32), patch_size=(4, 4))):
+        kwargs = dict(kwargs, **(vit if model.startswith("vit") else {}), **(ours if "impulse" in model else {}))
+        check_model_kwargs(kwargs, model)
+    with pytest.raises(UsageError, match=r"^--model-kwargs depth='abc': depth takes int$"):
+        check_model_kwargs(dict(depth="abc"), model)

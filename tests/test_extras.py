@@ -60,3 +60,25 @@ def test_only_modules_of_an_extra_count_as_a_missing_extra():
     assert extras.extra_for("matplotlib.pyplot") == "bench" and extras.extra_for("PIL.Image") == "train"
     assert extras.missing_extra_message(ModuleNotFoundError(name="structinit_hf.typo"), "x.py") is None
     assert extras.missing_extra_message(ModuleNotFoundError(name=None), "x.py") is None
+    assert extras.missing_extra_message(ModuleNotFoundError(name="matplotlib"), "x.py") == (
+        "x.py needs matplotlib (the 'bench' extra): pip install 'structinit-hf[bench]'"
+    )
+    # torchvision is installed, one of its modules is not: an old version, not a missing extra (keeps its traceback)
+    assert extras.missing_extra_message(ModuleNotFoundError(name="torchvision.no_such_part"), "x.py") is None
+
+
+def test_report_to_tensorboard_without_it_is_refused_not_dropped(monkeypatch, capsys):
+    """accelerate drops a tracker whose package is missing with a debug log: the run would write no logs, silently."""
+    from structinit_hf import run_args
+    from structinit_hf.cli import run_script
+    from structinit_hf.training import training_parser
+
+    monkeypatch.setattr(run_args, "find_spec", lambda name: None if name == "tensorboard" else object())
+    monkeypatch.setattr(sys, "argv", ["scripts/train.py"])
+    argv = ["--model", "vit_tiny_impulse3", "--dataset", "unused", "--report-to", "tensorboard"]
+    with pytest.raises(SystemExit) as stop:
+        run_script(training_parser(), lambda args: run_args.check_run_args(args, 1), argv)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: scripts/train.py needs tensorboard (the 'tensorboard' extra): pip install 'structinit-hf[tensorboard]'"
+    )
