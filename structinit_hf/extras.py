@@ -28,8 +28,8 @@ def extra_for(module: str | None) -> str | None:
 def missing_extra_message(error: ModuleNotFoundError, user: str) -> str | None:
     """``"<user> needs <module> (the 'train' extra): pip install 'structinit-hf[train]'"`` for a module of an extra
     that is not installed; ``None`` when ``error`` is about any other module (a bug, not a missing extra)."""
-    extra = extra_for(error.name)
     top = (error.name or "").partition(".")[0]
+    extra = extra_for(top)
     if extra is None or (top != error.name and find_spec(top) is not None):
         return None  # a part of an installed package is missing: a version to fix, not an extra to install
     return f"{user} needs {top} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"

@@ -295,7 +295,7 @@ def _keyword_hints(model: str) -> dict[str, Any]:
     return hints
 
 
-def check_model_kwargs(model_kwargs: dict[str, Any], model: str = "vit_tiny_impulse3") -> None:
+def check_model_kwargs(model_kwargs: dict[str, Any], model: str) -> None:
     """``--model-kwargs`` for the timm name ``model``: a value of the wrong type for its network's keyword or for an
     init option (``depth=abc``, ``seed=abc``, ``global_pool=mean``) is refused naming the keyword and what it takes."""
     check_kwarg_types(model_kwargs, _keyword_hints(model), "--model-kwargs")
