@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,29 @@ def test_a_size_gathers_every_batch_folder_its_pattern_matches(tmp_path, monkeyp
         "n/results.json", "n/seed1/results.json", "n/seed2-default/results.json", "n/seed2-impulse3/results.json"
     ]  # fmt: skip
     assert size["vs"]["default"]["impulse3"]["per_seed"] == {0: 2.0, 1: 2.5, 2: 2.0}
+
+
+REPO = Path(__file__).resolve().parents[1]
+REPORT = REPO / "benchmarks/small_data/campaign/results.md"
+
+
+def test_the_committed_report_is_the_committed_records():
+    """Catches a batch of runs committed without rerunning scripts/campaign_report.py (a stale results.md)."""
+    assert render_campaign_markdown(build_campaign(REPO)) == REPORT.read_text()
+
+
+def test_the_readme_quotes_the_report_rows_it_shows():
+    """Every result row of the README's campaign tables is a row of the generated report, so the two cannot drift."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("<!-- campaign section") : readme.index("<!-- end of campaign section -->")]
+    rows, in_result_table = [], False
+    for line in section.splitlines():
+        if line.startswith("| init | top-1 mean ± std |"):
+            in_result_table = True
+        elif not line.startswith("|"):
+            in_result_table = False
+        elif in_result_table and not line.startswith("|---"):
+            rows.append(line)
+    assert len(rows) >= 15  # the three sizes' tables and the 10/50-epoch tables
+    report_rows = set(REPORT.read_text().splitlines())
+    assert [row for row in rows if row not in report_rows] == []
