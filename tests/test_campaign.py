@@ -90,7 +90,12 @@ def test_build_and_render_on_a_fake_tree(tmp_path, monkeypatch):
     small = record["sizes"]["2500"]
     assert small["vs"]["default"]["mimetic"]["verdict"] == "ahead"
     assert small["not_run"] == ["impulse3"]
-    assert small["best"] == {"arm": "mimetic", "tied": [], "behind": ["default"]}
+    assert {k: small["best"][k] for k in ("arm", "tied", "behind")} == {
+        "arm": "mimetic",
+        "tied": [],
+        "behind": ["default"],
+    }
+    assert small["best"]["vs"]["default"]["per_seed"] == {0: -5.0, 1: -5.0, 2: pytest.approx(-4.7)}
     big = record["sizes"]["25000"]
     assert big["sources"] == ["b.json"]
     assert big["vs"]["default"]["impulse3"]["verdict"] == "tie"  # +1.0, -0.5
@@ -98,6 +103,10 @@ def test_build_and_render_on_a_fake_tree(tmp_path, monkeypatch):
     assert record["lengths"]["10"]["arms"]["default"]["n"] == 2  # judged on the long runs' seeds
     text = render_campaign_markdown(record)
     assert "not run (time)" in text and "Tie rule" in text
+    assert (
+        "Each init minus it, paired on the seed: timm's default (trunc normal) -4.90 (-5.00, -5.00, -4.70): behind"
+        in text
+    )
 
 
 def test_a_size_gathers_every_batch_folder_its_pattern_matches(tmp_path, monkeypatch):

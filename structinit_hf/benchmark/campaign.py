@@ -162,6 +162,7 @@ def _setting(scores: Mapping[str, Mapping[int, float]], arms: Sequence[str]) -> 
             "arm": best,
             "tied": [name for name, c in verdicts.items() if c is not None and c["verdict"] in ("tie", "no verdict")],
             "behind": [name for name, c in verdicts.items() if c is not None and c["verdict"] == "behind"],
+            "vs": {name: c for name, c in verdicts.items() if c is not None},
         }
     return out
 
@@ -273,7 +274,13 @@ def _best_line(setting: Mapping[str, Any]) -> str:
     if best is None:
         return "Best: no verdict (fewer than two seeds)."
     tied = ", ".join(LABELS.get(n, n) for n in best["tied"]) or "none"
-    return f"Highest mean: {LABELS.get(best['arm'], best['arm'])}; tied with it within seed spread: {tied}."
+    against = "; ".join(
+        f"{LABELS.get(n, n)} {c['mean']:+.2f} ({_signed(c['per_seed'])}): {_verdict(c)}" for n, c in best["vs"].items()
+    )
+    return (
+        f"Highest mean: {LABELS.get(best['arm'], best['arm'])}; tied with it within seed spread: {tied}. "
+        f"Each init minus it, paired on the seed: {against}."
+    )
 
 
 def render_campaign_markdown(record: Mapping[str, Any]) -> str:
