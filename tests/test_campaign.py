@@ -17,6 +17,9 @@ from structinit_hf.benchmark.campaign import (
     spread,
 )
 
+REPO = Path(__file__).resolve().parents[1]
+REPORT = REPO / "benchmarks/small_data/campaign/results.md"
+
 
 def _record(arms: dict[str, dict[int, float]]) -> dict:
     return {
@@ -129,10 +132,6 @@ def test_a_size_gathers_every_batch_folder_its_pattern_matches(tmp_path, monkeyp
         "n/results.json", "n/seed1/results.json", "n/seed2-default/results.json", "n/seed2-impulse3/results.json"
     ]  # fmt: skip
     assert size["vs"]["default"]["impulse3"]["per_seed"] == {0: 2.0, 1: 2.5, 2: 2.0}
-
-
-REPO = Path(__file__).resolve().parents[1]
-REPORT = REPO / "benchmarks/small_data/campaign/results.md"
 
 
 def test_the_committed_report_is_the_committed_records():
