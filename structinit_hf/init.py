@@ -7,6 +7,8 @@ module runs an init on a model.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -156,6 +158,19 @@ def _apply_mimetic(layout: ViTLayout, seed: int) -> None:
     _apply_mimetic_vo(layout, seed)
 
 
+@contextmanager
+def _float32_default() -> Iterator[None]:
+    """Create new tensors in float32 inside, whatever the caller's default dtype (``torch.set_default_dtype``, which
+    transformers' ``from_config(dtype=...)`` also sets): the solves need it (no half-precision SVD on the CPU) and
+    write their results into the model's own dtype."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
 def apply_structured_init(model: nn.Module, method: str = "impulse", **options) -> nn.Module:
     """Initialize the attention of a timm or transformers ViT in place and return it.
 
@@ -164,6 +179,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     ``"default"`` (leaves the model as it is).  Impulse init also writes its positional code into
     the patch slots of the model's absolute position embedding, since the solve assumes it, and
     records every block's shifts as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head).
+    The init computes in float32 and writes into the model's dtype, whatever the default dtype.
     """
     if method not in INIT_METHODS:
         raise ValueError(f"unknown init method {method!r}; expected one of {', '.join(INIT_METHODS)}")
@@ -171,12 +187,12 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
         if options:
             raise ValueError(f"init method 'default' takes no options, got {sorted(options)}")
         return model
+    if method == "mimetic" and set(options) - {"seed"}:
+        raise ValueError(f"init method 'mimetic' takes only 'seed', got {sorted(set(options) - {'seed'})}")
     layout = vit_layout(model)
-    if method == "impulse":
-        model.structinit_shifts = _apply_impulse(layout, ImpulseOptions(**options))
-    else:
-        unknown = set(options) - {"seed"}
-        if unknown:
-            raise ValueError(f"init method 'mimetic' takes only 'seed', got {sorted(unknown)}")
-        _apply_mimetic(layout, options.get("seed", 0))
+    with _float32_default():
+        if method == "impulse":
+            model.structinit_shifts = _apply_impulse(layout, ImpulseOptions(**options))
+        else:
+            _apply_mimetic(layout, options.get("seed", 0))
     return model

@@ -214,3 +214,18 @@ def test_stock_transformers_vit_patch_rows_peak_at_targets_over_all_keys():
     maps, targets = _stock_vit_first_layer_maps()
     with_class_key = torch.cat([torch.zeros(2, 64, 1), targets], dim=-1)  # the class token is key 0
     assert impulse.target_fidelity(maps[:, :, 1:, :], with_class_key)["hit_rate"] == 1.0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_from_config_in_half_precision_keeps_the_init(dtype: torch.dtype):
+    """from_config(dtype=...) builds under that default dtype; the init computes in float32 and the model holds its
+    values in ``dtype``."""
+    config = StructInitViTConfig(architecture="vit_tiny_impulse3", model_args=dict(TINY_ARGS, seed=3), num_labels=4)
+    model = AutoModelForImageClassification.from_config(config, dtype=dtype).timm_model
+    reference = timm.create_model("vit_tiny_impulse3", num_classes=4, **TINY_ARGS, seed=3)
+    assert model.structinit_settings == reference.structinit_settings
+    for key, tensor in _init_tensors(model).items():
+        if key.endswith("qkv") or key == "pos_embed":
+            assert tensor.dtype == dtype, key
+            torch.testing.assert_close(tensor, _init_tensors(reference)[key].to(dtype), rtol=0, atol=0, msg=key)
+    assert torch.get_default_dtype() == torch.float32

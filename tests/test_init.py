@@ -206,3 +206,26 @@ def test_pinv_construction_starts_soft_but_on_target() -> None:
     assert first["q_norm"] < 5.0
     svd = apply_structured_init(tiny_vit(class_token=False, global_pool="avg").eval(), "impulse", seed=1, **SVD)
     assert init_health(svd, torch.randn(8, 3, 16, 16))[0]["q_norm"] > 2 * first["q_norm"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", ["vit_tiny_impulse3", "vit_tiny_mimetic"])
+def test_half_precision_builds_solve_in_float32_and_write_the_model_dtype(name: str, dtype: torch.dtype) -> None:
+    """Under a half-precision default dtype (torch.set_default_dtype; transformers' from_config(dtype=...) sets it
+    too) the init still solves in float32 and writes its float32 result, rounded, into the model's dtype."""
+    geometry = dict(img_size=16, patch_size=2, embed_dim=32, depth=2, num_heads=2)
+    reference = timm.create_model(name, **geometry)
+    torch.set_default_dtype(dtype)
+    try:
+        model = timm.create_model(name, **geometry)
+        assert torch.get_default_dtype() == dtype  # the init restores the caller's default
+    finally:
+        torch.set_default_dtype(torch.float32)
+    for built, expected in (
+        (model.blocks[1].attn.qkv.weight, reference.blocks[1].attn.qkv.weight),
+        (model.pos_embed, reference.pos_embed),
+    ):
+        assert built.dtype == dtype
+        torch.testing.assert_close(built, expected.to(dtype), rtol=0, atol=0)
+    timm_cast = timm.create_model(name, dtype=dtype, **geometry)  # timm's own dtype= keyword
+    assert timm_cast.blocks[0].attn.qkv.weight.dtype == dtype
