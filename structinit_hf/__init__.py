@@ -3,10 +3,13 @@
 Importing the package registers its models with timm (``timm.list_models("*impulse*")``) and loads only what that
 needs (torch, timm). transformers reaches the models through its own ``TimmWrapperConfig``; this package's
 transformers names (:mod:`structinit_hf.hf`: ``StructInitViTConfig`` and its ``model_type`` ``structinit_vit``, the
-format of 0.1 checkpoints) and :func:`save_checkpoint` load on first use, or with ``import structinit_hf.hf``.
-The training application (``structinit_hf.training``, ``evaluation``, ``benchmark`` ...) needs the ``train`` extra.
+format of 0.1 checkpoints) register with transformers as soon as both are imported, in either order, and
+:func:`save_checkpoint` loads on first use. The training application (``structinit_hf.training``, ``evaluation``,
+``benchmark`` ...) needs the ``train`` extra.
 """
 
+import importlib.abc
+import importlib.util
 import sys
 from importlib import import_module
 
@@ -51,5 +54,32 @@ def __getattr__(name: str):
     return getattr(import_module(f".{_LAZY[name]}", __name__), name)
 
 
+class _RegisterWithTransformers(importlib.abc.MetaPathFinder):
+    """Registers :mod:`.hf` (``model_type`` ``structinit_vit``) right after ``transformers`` is first imported, so a
+    folder of that type loads whether this package or transformers was imported first. Finds nothing itself: it
+    wraps the regular spec's loader once, then leaves ``sys.meta_path``."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "transformers":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_register(module) -> None:
+            exec_module(module)
+            try:
+                import_module(".hf", __name__)
+            except ImportError:  # a transformers without TimmWrapper: the names fail on first use, saying why
+                pass
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+
 if "transformers" in sys.modules:  # transformers already loaded: register model_type structinit_vit now
     import_module(".hf", __name__)
+elif importlib.util.find_spec("transformers") is not None:
+    sys.meta_path.insert(0, _RegisterWithTransformers())

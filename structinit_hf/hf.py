@@ -1,5 +1,9 @@
 """The transformers route: transformers' own timm wrapper, reaching this package's names.
 
+Every folder a model of this package is saved to (``save_pretrained``, ``Trainer.save_model``, ``push_to_hub``,
+:func:`~structinit_hf.export.save_checkpoint`) is a stock ``timm_wrapper`` folder: it loads in stock transformers
+and stock timm without this package, and ``AutoImageProcessor`` / ``pipeline`` read it from the folder alone.
+
 With ``structinit_hf`` imported, ``TimmWrapperConfig(architecture="vit_tiny_impulse3", model_args={...})`` builds
 the model through ``AutoModelForImageClassification.from_config`` and keeps its init: transformers re-draws every
 ``nn.Linear`` after construction, then calls the timm model's ``init_non_persistent_buffers()``, which runs the
@@ -8,11 +12,14 @@ on the meta device, where no init runs, and loads the weights.
 
 :class:`StructInitViTConfig` is that config under this package's ``model_type`` (``structinit_vit``), defaulting to
 ``vit_tiny_impulse3``; it also reads the folders of the 0.1 release, whose ``config.json`` already names a stock timm
-architecture. :func:`stock_timm_config` is what every checkpoint this project writes carries: a ``timm_wrapper``
-config naming a stock timm architecture, which loads with neither this package nor ``trust_remote_code``.
+architecture. Its models save under :func:`stock_timm_config`: a ``timm_wrapper`` config naming a stock timm
+architecture with the ``model_args`` that rebuild the network, timm's pretrained cfg (data cfg, ``num_classes``,
+``classifier``) and the init the model started from (``structinit``).
 """
 
 from __future__ import annotations
+
+import os
 
 from torch import nn
 from transformers import (
@@ -31,9 +38,8 @@ __all__ = [
     "stock_timm_config",
 ]
 
-# the config.json keys of timm's own checkpoints that describe the data (timm's local-dir loader and
-# TimmWrapperImageProcessor read them)
-_DATA_KEYS = ("input_size", "interpolation", "mean", "std", "crop_pct", "crop_mode")
+# pretrained cfg keys that describe where a cfg came from, not the saved weights
+_SOURCE_KEYS = ("architecture", "tag", "url", "file", "hf_hub_id", "hf_hub_filename", "source", "state_dict")
 
 
 class StructInitViTConfig(TimmWrapperConfig):
@@ -46,7 +52,8 @@ class StructInitViTConfig(TimmWrapperConfig):
         ``seed``, ``preset`` ...), as in ``timm.create_model(architecture, **model_args)``.
 
     ``AutoModelForImageClassification.from_config(StructInitViTConfig(...))`` runs the init once per model, as
-    ``timm.create_model`` does.
+    ``timm.create_model`` does. It describes how to build and initialize a model; a saved model is described by
+    :func:`stock_timm_config` instead (the trained network is a stock timm ViT).
     """
 
     model_type = "structinit_vit"
@@ -54,9 +61,13 @@ class StructInitViTConfig(TimmWrapperConfig):
     architecture: str = "vit_tiny_impulse3"
 
 
-class _PatchEmbeddingsMixin:
-    """The patch embedding is the input embedding (transformers' ViT says the same), so PEFT and
-    ``enable_input_require_grads`` reach it."""
+class _StructInitViTMixin:
+    """What the two model classes add to transformers' timm wrapper.
+
+    The patch embedding is the input embedding (transformers' ViT says the same), so PEFT and
+    ``enable_input_require_grads`` reach it; ``save_pretrained`` (and with it ``Trainer.save_model`` and
+    ``push_to_hub``) writes the stock ``timm_wrapper`` folder of :func:`stock_timm_config`.
+    """
 
     def get_input_embeddings(self) -> nn.Module:
         return self.timm_model.patch_embed
@@ -64,14 +75,27 @@ class _PatchEmbeddingsMixin:
     def set_input_embeddings(self, value: nn.Module) -> None:
         self.timm_model.patch_embed = value
 
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, state_dict=None, **kwargs):
+        """transformers' ``save_pretrained`` under the stock config, with timm's state-dict keys (no ``timm_model.``
+        prefix, as :func:`~structinit_hf.export.save_checkpoint` writes them): stock transformers and stock timm load
+        the folder without this package."""
+        state_dict = self.timm_model.state_dict() if state_dict is None else state_dict
+        state_dict = {key.removeprefix(f"{self.base_model_prefix}."): value for key, value in state_dict.items()}
+        labels = [str(self.config.id2label[i]) for i in range(self.timm_model.num_classes)] or None
+        built_with, self.config = self.config, stock_timm_config(self.timm_model, labels)
+        try:
+            return super().save_pretrained(save_directory, *args, state_dict=state_dict, **kwargs)
+        finally:
+            self.config = built_with
 
-class StructInitViTModel(_PatchEmbeddingsMixin, TimmWrapperModel):
+
+class StructInitViTModel(_StructInitViTMixin, TimmWrapperModel):
     """``TimmWrapperModel`` for :class:`StructInitViTConfig` (features, no classifier)."""
 
     config_class = StructInitViTConfig
 
 
-class StructInitViTForImageClassification(_PatchEmbeddingsMixin, TimmWrapperForImageClassification):
+class StructInitViTForImageClassification(_StructInitViTMixin, TimmWrapperForImageClassification):
     """``TimmWrapperForImageClassification`` for :class:`StructInitViTConfig`."""
 
     config_class = StructInitViTConfig
@@ -84,7 +108,9 @@ AutoModelForImageClassification.register(StructInitViTConfig, StructInitViTForIm
 
 def stock_timm_config(model: nn.Module, label_names: list[str] | None = None) -> TimmWrapperConfig:
     """A stock ``timm_wrapper`` config for a model of this package: a stock timm architecture and the
-    ``model_args`` that rebuild ``model``'s network, its data cfg, and the init it started from (``structinit``).
+    ``model_args`` that rebuild ``model``'s network, timm's pretrained cfg of the saved weights (data cfg,
+    ``num_classes`` and ``classifier``, so timm's loader can swap the head for another class count), and the init it
+    started from (``structinit``).
     """
     network_args = getattr(model, "network_args", None)
     if network_args is None:
@@ -95,7 +121,7 @@ def stock_timm_config(model: nn.Module, label_names: list[str] | None = None) ->
     labels = list(label_names) if label_names is not None else [f"LABEL_{i}" for i in range(model.num_classes)]
     if len(labels) != model.num_classes or len(set(labels)) != len(labels):
         raise ValueError(f"label_names must be {model.num_classes} unique names, got {labels}")
-    cfg = model.pretrained_cfg
+    cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in _SOURCE_KEYS and v is not None}
     return TimmWrapperConfig(
         architecture=model.stock_architecture,
         model_args=dict(network_args),
@@ -105,6 +131,6 @@ def stock_timm_config(model: nn.Module, label_names: list[str] | None = None) ->
         label_names=labels,
         global_pool=model.global_pool,
         num_features=model.num_features,
-        pretrained_cfg={key: cfg[key] for key in _DATA_KEYS if cfg.get(key) is not None},
+        pretrained_cfg={**cfg, "classifier": cfg.get("classifier", "head"), "num_classes": model.num_classes},
         structinit=dict(getattr(model, "structinit_settings", None) or {}),
     )
