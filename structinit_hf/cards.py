@@ -81,7 +81,8 @@ def read_results(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def model_family(model_name: str) -> str:
-    """The card template family of a timm model name (``vit_tiny_impulse3.cifar10`` -> ``"vit"``)."""
+    """The card template family of a timm model name (``vit_tiny_impulse3.cifar10`` -> ``"vit"``, a checkpoint's
+    stock ``convit_tiny`` -> ``"convit"``)."""
     architecture, _ = split_model_name_tag(model_name)
     for family in ("convit", "vit"):
         if architecture.startswith(family):
@@ -137,6 +138,19 @@ def _duration(seconds: float) -> str:
 
 def _versions_line(versions: dict[str, Any]) -> str:
     return ", ".join(f"{name} {value}" for name, value in versions.items()) or "versions not recorded"
+
+
+def _origin(fine_tuned_from: dict[str, Any] | None) -> dict[str, str]:
+    """How the weights began, in the card's words: from scratch, or fine-tuned from a checkpoint (``origin`` ends
+    where the init's name follows; ``training_origin`` starts the training section)."""
+    if not fine_tuned_from:
+        return dict(origin="trained from scratch", training_origin="Trained from scratch")
+    parent = f"`{_format_value(fine_tuned_from['model'])}`"
+    head = {"kept": "classifier kept", "re-initialized": "classifier re-initialized"}.get(fine_tuned_from.get("head"))
+    return dict(
+        origin=f"fine-tuned from {parent}{f' ({head})' if head else ''}, a model that started",
+        training_origin=f"Fine-tuned from {parent}{f' ({head})' if head else ''}",
+    )
 
 
 def _split_attention_init(results_init: dict[str, Any], family: str) -> tuple[str, dict[str, Any]]:
@@ -232,7 +246,7 @@ def build_model_card(
         license: license id of the weights.
         attention_image: path, inside the repo, of the initial attention maps picture, when the run has one.
     """
-    family = model_family(results["model"])
+    family = model_family(checkpoint_config.get("architecture") or results["model"])
     dataset, dataset_is_local = hub_dataset_id(results["dataset"], dataset_id)
     attention_init, init = _split_attention_init(results["init"], family)
     architecture = _architecture_context(results, checkpoint_config, num_params)
@@ -242,7 +256,8 @@ def build_model_card(
         family=family,
         repo_id=repo_id,
         repo_name=repo_name,
-        model_name=results["model"],
+        model_name=_format_value(results["model"]),
+        **_origin(results.get("fine_tuned_from")),
         **architecture,
         attention_init=attention_init,
         init_title=_INIT_TITLES[attention_init].format(k=init.get("kernel_size")),

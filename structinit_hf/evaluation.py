@@ -203,7 +203,7 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
     accelerator = Accelerator(mixed_precision=args.mixed_precision)
     _check_evaluation_args(args, accelerator)
     start = time.perf_counter()
-    model, init = load_model(  # built (and its keywords checked) before any data is read
+    model, init, _ = load_model(  # built (and its keywords checked) before any data is read
         args.model, model_kwargs=args.model_kwargs, trust_remote_code=args.trust_remote_code
     )
     data = load_image_classification(

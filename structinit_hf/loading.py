@@ -16,12 +16,13 @@ import re
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import timm
 import torch
 import transformers
 from huggingface_hub import is_offline_mode
+from safetensors import SafetensorError, safe_open
 from timm.data import resolve_model_data_config
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
@@ -33,7 +34,9 @@ from .init import ImpulseOptions
 from .timm_models import IMPULSE_KWARGS, StructInitVisionTransformer
 
 __all__ = [
+    "LOADED_MODEL_KWARGS",
     "ClassifierLogits",
+    "LoadedModel",
     "ProcessorTransform",
     "check_model_kwargs",
     "check_model_source",
@@ -180,6 +183,90 @@ def _read_config(folder: Path) -> dict[str, Any]:
     return json.loads(config_file.read_text())
 
 
+class LoadedModel(NamedTuple):
+    """What :func:`load_model` returns: the classifier, the attention init its weights started from (``{}`` when
+    unknown), and, for weights loaded from a checkpoint, what the load changed (``None`` for a fresh build)."""
+
+    model: nn.Module
+    init: dict[str, Any]
+    fine_tuned_from: dict[str, Any] | None
+
+
+# what a loaded checkpoint may be given through --model-kwargs: timm resamples the input size and patch size as it
+# loads; regularisation does not change the weights. Everything else (depth, width, heads ...) is fixed by the weights.
+LOADED_MODEL_KWARGS = ("img_size", "patch_size", "drop_rate", "drop_path_rate", "attn_drop_rate", "proj_drop_rate")
+_RESAMPLED = {"img_size": "position embedding", "patch_size": "patch embedding"}
+
+
+def _checkpoint_kwargs(source: str, config: dict[str, Any], model_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The ``--model-kwargs`` of a loaded checkpoint, refused in one line where no load can honour them; the input
+    size they set becomes the data cfg's."""
+    init_options = sorted(set(model_kwargs) & {*IMPULSE_KWARGS, "attention_init", "weight_init"})
+    if init_options:
+        raise UsageError(
+            f"--model-kwargs {', '.join(init_options)}: init options do not apply to {source}: its weights are loaded "
+            "and no init runs on them; to train from an init, pass a registered name (e.g. vit_tiny_impulse5)"
+        )
+    fixed = sorted(set(model_kwargs) - set(LOADED_MODEL_KWARGS))
+    if fixed:
+        saved = config.get("model_args") or {}
+        shown = ", ".join(f"{name}={model_kwargs[name]!r} (saved: {saved.get(name, 'default')!r})" for name in fixed)
+        raise UsageError(
+            f"--model-kwargs {shown}: the weights of {source} fix the network (depth, width, heads ...); a loaded "
+            f"checkpoint takes only {', '.join(LOADED_MODEL_KWARGS)}"
+        )
+    resized = set(model_kwargs) & set(_RESAMPLED)
+    if resized and not config.get("architecture", "").startswith("vit_"):
+        raise UsageError(
+            f"--model-kwargs {', '.join(sorted(resized))}: timm resamples these only for its ViTs; "
+            f"{source} is a {config.get('architecture')!r}, loaded at its own size"
+        )
+    kwargs, overlay = dict(model_kwargs), {}
+    pretrained_cfg = config.get("pretrained_cfg") or {}
+    if "img_size" in kwargs:  # timm resamples the weights; the data cfg must follow the new size
+        size = kwargs["img_size"]
+        size = (size, size) if isinstance(size, int) else tuple(size)
+        overlay["input_size"] = (pretrained_cfg.get("input_size", (3,))[0], *size)
+    if "pretrained_cfg" in config and "classifier" not in pretrained_cfg:  # folders of 0.2 did not name it
+        registered = timm.models.get_pretrained_cfg(config["architecture"])
+        overlay["classifier"] = getattr(registered, "classifier", None) or "head"
+    if overlay:
+        kwargs["pretrained_cfg_overlay"] = overlay
+    return kwargs
+
+
+def _fine_tune_record(
+    source: str, config: dict[str, Any], num_classes: int | None, model_kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """What loading ``source`` for training changes: the classifier kept or re-initialized, and what was resampled."""
+    saved_classes = config.get("num_classes", (config.get("pretrained_cfg") or {}).get("num_classes"))
+    head = "kept" if num_classes is None or num_classes == saved_classes else "re-initialized"
+    saved = config.get("model_args") or {}
+    changes = [
+        f"{name} {saved.get(name, '?')} -> {model_kwargs[name]} ({_RESAMPLED[name]} resampled as timm does)"
+        for name in _RESAMPLED
+        if name in model_kwargs and model_kwargs[name] != saved.get(name)
+    ]
+    return {"model": source, "head": head, "checkpoint_classes": saved_classes, "resampled": changes}
+
+
+def _saved_by_transformers(folder: Path) -> bool:
+    """Weights with transformers' ``timm_model.`` key prefix (a ``TimmWrapper`` folder saved by transformers)."""
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        return False
+    with safe_open(str(weights), framework="pt") as f:
+        return any(key.startswith("timm_model.") for key in f.keys())
+
+
+def _damaged(source: str, error: Exception) -> UsageError:
+    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+    return UsageError(
+        f"--model {source}: its weights could not be read ({first_line}); the file is damaged or incomplete: pass a "
+        "complete checkpoint folder, such as a finished run's final/"
+    )
+
+
 def load_model(
     source: str,
     *,
@@ -187,33 +274,52 @@ def load_model(
     label_names: list[str] | None = None,
     model_kwargs: dict[str, Any] | None = None,
     trust_remote_code: bool = False,
-) -> tuple[nn.Module, dict[str, Any]]:
-    """Build or load the classifier ``source`` names; return it with its attention-init settings.
+) -> LoadedModel:
+    """Build or load the classifier ``source`` names (see :class:`LoadedModel`).
 
-    ``num_classes`` (with ``label_names``) replaces the classifier head when it differs from the
-    checkpoint's; ``model_kwargs`` go to ``timm.create_model`` (builder and init options alike).
+    ``num_classes`` (with ``label_names``) replaces the classifier head when it differs from the checkpoint's, as
+    timm's ``--pretrained --num-classes`` does; ``model_kwargs`` go to ``timm.create_model`` (builder and init options
+    alike for a timm name; only :data:`LOADED_MODEL_KWARGS` for a checkpoint, whose weights fix the rest).
     The init settings are those structinit_hf applied (or recorded in the checkpoint), else ``{}``.
     """
     timm_kwargs = dict(model_kwargs or {})
     if num_classes is not None:
         timm_kwargs["num_classes"] = num_classes
     folder = Path(source).expanduser()
+    if folder.is_file():
+        beside = folder.parent if (folder.parent / "config.json").is_file() else None
+        raise UsageError(
+            f"--model {source} is a file; pass the checkpoint folder that holds it with its config.json"
+            + (f" ({beside})" if beside else "")
+        )
     if folder.is_dir():
         config = _read_config(folder)
         init = dict(config.get("structinit") or {})
-        if "architecture" in config:
-            return create_timm_model(f"local-dir:{folder}", pretrained=True, **timm_kwargs), init
-        if "model_type" in config:
-            return _transformers_model(str(folder), num_classes, label_names, trust_remote_code), init
-        raise ValueError(f"{folder}/config.json has neither timm's 'architecture' nor transformers' 'model_type'")
+        try:
+            if "architecture" in config and not _saved_by_transformers(folder):
+                kwargs = _checkpoint_kwargs(source, config, dict(model_kwargs or {}))
+                if num_classes is not None:
+                    kwargs["num_classes"] = num_classes
+                model = create_timm_model(f"local-dir:{folder}", pretrained=True, **kwargs)
+            elif "model_type" in config:
+                if model_kwargs:
+                    raise UsageError(f"--model-kwargs: {source} is a transformers checkpoint; it takes no keywords")
+                model = _transformers_model(str(folder), num_classes, label_names, trust_remote_code)
+            else:
+                raise ValueError(
+                    f"{folder}/config.json has neither timm's 'architecture' nor transformers' 'model_type'"
+                )
+        except (SafetensorError, EOFError) as error:
+            raise _damaged(source, error) from error
+        return LoadedModel(model, init, _fine_tune_record(source, config, num_classes, dict(model_kwargs or {})))
     if source.startswith("hf-hub:"):
         ensure_hub_reachable(source.removeprefix("hf-hub:"), "model")
-        return create_timm_model(source, pretrained=True, **timm_kwargs), {}
+        return LoadedModel(create_timm_model(source, pretrained=True, **timm_kwargs), {}, {"model": source})
     if source.startswith((".", "/", "~")) or (os.sep in source and source.count("/") != 1):
         raise UsageError(f"model folder {source!r} does not exist; pass a checkpoint folder (with config.json)")
     if timm.is_model(source):
         model = create_timm_model(source, **timm_kwargs)
-        return model, dict(getattr(model, "structinit_settings", {}))
+        return LoadedModel(model, dict(getattr(model, "structinit_settings", None) or {}), None)
     if source.count("/") == 1 and not source.startswith((".", "/", "~")):
         if folder.parent.is_dir():  # runs/c10 beside a runs/ folder: a mistyped run folder, not a Hub id
             there = sorted(path.name for path in folder.parent.iterdir() if path.is_dir())
@@ -224,7 +330,7 @@ def load_model(
             )
         ensure_hub_reachable(source, "model")
         try:
-            return _transformers_model(source, num_classes, label_names, trust_remote_code), {}
+            model = _transformers_model(source, num_classes, label_names, trust_remote_code)
         except OSError as error:
             if not is_offline_mode():
                 raise
@@ -232,6 +338,7 @@ def load_model(
                 f"transformers model {source!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a "
                 "local checkpoint folder, or run once online to cache it"
             ) from error
+        return LoadedModel(model, {}, {"model": source})
     raise UsageError(
         f"unknown model {source!r}{did_you_mean(source, timm.list_models())}: expected a timm model name "
         "(timm.list_models()), a local checkpoint folder, 'hf-hub:<repo id>' or a transformers Hub id"

@@ -201,8 +201,8 @@ def _load(source: str, kwargs: dict[str, Any]) -> tuple[nn.Module, dict[str, Any
     """A model name built fresh with ``kwargs``, or a trained checkpoint (a run folder or its ``final/``)."""
     folder = Path(source).expanduser()
     if folder.is_dir():
-        return load_model(str(folder / "final" if (folder / "final").is_dir() else folder))
-    return load_model(source, model_kwargs=kwargs)
+        return load_model(str(folder / "final" if (folder / "final").is_dir() else folder))[:2]
+    return load_model(source, model_kwargs=kwargs)[:2]
 
 
 def draw_attention_pictures(

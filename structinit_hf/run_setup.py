@@ -31,7 +31,7 @@ from .checkpoints import RunState, run_settings
 from .cli import UsageError
 from .data import ImageClassificationData, ensure_hub_reachable, find_columns, load_image_classification
 from .dataloaders import eval_dataloader, train_dataloader
-from .loading import check_model_kwargs, check_model_source, load_model, model_data_config
+from .loading import LoadedModel, check_model_kwargs, check_model_source, load_model, model_data_config
 from .memory import (
     HEADROOM,
     STEP_OVERHEAD,
@@ -107,6 +107,7 @@ class Run:
     settings: dict[str, Any]
     data: ImageClassificationData
     init: dict[str, Any]
+    fine_tuned_from: dict[str, Any] | None  # what loading a checkpoint changed; None for a model built fresh
     model: nn.Module
     forward: nn.Module  # the model, or its torch.compile'd version
     optimizer: torch.optim.Optimizer
@@ -147,7 +148,7 @@ def known_label_names(args: argparse.Namespace) -> list[str] | None:
     return list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
 
 
-def build_model(args: argparse.Namespace, label_names: list[str]) -> tuple[nn.Module, dict[str, Any]]:
+def build_model(args: argparse.Namespace, label_names: list[str]) -> LoadedModel:
     """``args.model`` with a head for ``label_names`` (an unknown keyword is a user error naming the nearest)."""
     return load_model(
         args.model,
@@ -247,7 +248,7 @@ def _setup_locked_run(
     check_model_source(args.model)
     check_model_kwargs(args.model_kwargs, args.model)
 
-    model, init, data = _model_and_data(args, accelerator)
+    (model, init, fine_tuned_from), data = _model_and_data(args, accelerator)
     *images, pipeline = training_datasets(
         data,
         model_data_config(model),
@@ -271,24 +272,24 @@ def _setup_locked_run(
     mixup, criterion = _mixup_and_criterion(args, data.num_classes)
     state = start_run_state(args, accelerator, output_dir, checkpoint, ema, model)
     _print_banner(args, accelerator, defaults, data, plan, pipeline, accumulation_from)
+    if fine_tuned_from is not None:
+        accelerator.print(describe_fine_tuning(fine_tuned_from, data.num_classes))
     return Run(
         args=args, accelerator=accelerator, output_dir=output_dir, settings=settings, data=data, init=init,
-        model=model, forward=torch.compile(model) if defaults.compile else model, optimizer=optimizer,
-        scheduler=scheduler, train_loader=train_loader, val_loader=val_loader, eval_loader=eval_loader, ema=ema,
-        mixup=mixup, criterion=criterion, micro_batch=plan.micro_batch, state=state, compile_pending=defaults.compile,
-        lock=lock,
+        fine_tuned_from=fine_tuned_from, model=model, forward=torch.compile(model) if defaults.compile else model,
+        optimizer=optimizer, scheduler=scheduler, train_loader=train_loader, val_loader=val_loader,
+        eval_loader=eval_loader, ema=ema, mixup=mixup, criterion=criterion, micro_batch=plan.micro_batch, state=state,
+        compile_pending=defaults.compile, lock=lock,
     )  # fmt: skip
 
 
-def _model_and_data(
-    args: argparse.Namespace, accelerator: Accelerator
-) -> tuple[nn.Module, dict[str, Any], ImageClassificationData]:
+def _model_and_data(args: argparse.Namespace, accelerator: Accelerator) -> tuple[LoadedModel, ImageClassificationData]:
     """The model, built before any image is read when the dataset's metadata names the classes (a model that cannot
     be built fails fast), then the data; the model is built again, from the same seed, for the data's classes when
     the metadata had none (or others)."""
     set_seed(args.seed)
     label_names = known_label_names(args)
-    model, init = build_model(args, label_names) if label_names else (None, {})
+    loaded = build_model(args, label_names) if label_names else None
     with accelerator.main_process_first():
         data = load_image_classification(
             args.dataset,
@@ -304,8 +305,21 @@ def _model_and_data(
         )
     if data.label_names != label_names:  # the metadata had no class names (or others): build for the data's
         set_seed(args.seed)
-        model, init = build_model(args, data.label_names)
-    return model, init, data
+        loaded = build_model(args, data.label_names)
+    return loaded, data
+
+
+def describe_fine_tuning(fine_tuned_from: dict[str, Any], num_classes: int) -> str:
+    """The log line of a run that starts from loaded weights: what was loaded, and what happened to the head."""
+    head = {
+        "kept": f"classifier kept ({num_classes} classes)",
+        "re-initialized": f"classifier re-initialized for {num_classes} classes (the checkpoint had "
+        f"{fine_tuned_from.get('checkpoint_classes')})",
+    }.get(fine_tuned_from.get("head"), f"classifier for {num_classes} classes")
+    resampled = "; ".join(fine_tuned_from.get("resampled") or [])
+    return f"fine-tuning {fine_tuned_from['model']}: weights loaded, no attention init runs; {head}" + (
+        f"; {resampled}" if resampled else ""
+    )
 
 
 def _augmentation(args: argparse.Namespace) -> dict[str, Any]:

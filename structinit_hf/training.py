@@ -305,30 +305,47 @@ def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) 
     return record
 
 
-def save_final_model(model: nn.Module, out_dir: Path, label_names: list[str]) -> Path:
+def save_final_model(
+    model: nn.Module,
+    out_dir: Path,
+    label_names: list[str],
+    *,
+    init: dict[str, Any] | None = None,
+    fine_tuned_from: dict[str, Any] | None = None,
+) -> Path:
     """Write the trained model to ``out_dir`` so that timm and transformers both load it.
 
-    A model of this package goes through :func:`structinit_hf.export.save_checkpoint` (a stock
-    ``timm_wrapper`` folder under a stock timm name, with the init it started from); another timm model
-    is saved in timm's format, which transformers loads through its ``TimmWrapper``; a transformers
-    model is saved with ``save_pretrained``, beside the image processor it was loaded with (if any), so
-    ``AutoImageProcessor`` and evaluation read the trained folder as they read the original.
+    A model of this package built from its init goes through :func:`structinit_hf.export.save_checkpoint` (a stock
+    ``timm_wrapper`` folder under a stock timm name, with the init it started from); another timm model (a loaded
+    checkpoint among them) is saved in timm's format, which transformers loads through its ``TimmWrapper``; a
+    transformers model is saved with ``save_pretrained``, beside the image processor it was loaded with (if any), so
+    ``AutoImageProcessor`` and evaluation read the trained folder as they read the original. A fine-tuned model's
+    ``config.json`` keeps the init record of the checkpoint it came from (``structinit``) and names it
+    (``fine_tuned_from``).
     """
+    extra = {"structinit": dict(init)} if init else {}
+    if fine_tuned_from is not None:
+        extra["fine_tuned_from"] = fine_tuned_from
     if isinstance(model, ClassifierLogits):
-        return replace_folder(out_dir, lambda folder: _save_transformers_folder(model, folder))
+        return replace_folder(out_dir, lambda folder: _save_transformers_folder(model, folder, extra))
     if hasattr(model, "network_args"):  # a model of this package's names (ViTs and the ConViT peer)
         return save_checkpoint(model, out_dir, label_names=label_names)
-    return replace_folder(out_dir, lambda folder: save_timm_folder(model, folder, label_names))
+    return replace_folder(out_dir, lambda folder: save_timm_folder(model, folder, label_names, extra))
 
 
-def _save_transformers_folder(model: ClassifierLogits, folder: Path) -> None:
+def _save_transformers_folder(model: ClassifierLogits, folder: Path, extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        setattr(model.model.config, key, value)
     model.model.save_pretrained(folder)
     if model.processor is not None:
         model.processor.save_pretrained(folder)
 
 
-def save_timm_folder(model: nn.Module, folder: Path, label_names: list[str]) -> None:
-    """timm's ``save_for_hf`` (``config.json`` + ``model.safetensors``), loadable by transformers' TimmWrapper too.
+def save_timm_folder(
+    model: nn.Module, folder: Path, label_names: list[str], extra: dict[str, Any] | None = None
+) -> None:
+    """timm's ``save_for_hf`` (``config.json`` + ``model.safetensors``), loadable by transformers' TimmWrapper too,
+    with ``extra`` keys added to ``config.json``.
 
     The wrapper passes ``num_classes`` itself, so it must not also sit in ``model_args``.
     """
@@ -336,6 +353,7 @@ def save_timm_folder(model: nn.Module, folder: Path, label_names: list[str]) -> 
     config_file = Path(folder) / "config.json"
     config = json.loads(config_file.read_text())
     config.get("model_args", {}).pop("num_classes", None)
+    config.update(extra or {})
     config_file.write_text(json.dumps(config, indent=2) + "\n")
 
 
@@ -356,10 +374,13 @@ def finish_run(run: Run) -> dict[str, Any]:
     record["peak_gpu_memory_mb"] = peak_gpu_memory_mb(run.accelerator.device)
     record["micro_batch"], record["grad_accum"] = run.micro_batch, run.accelerator.gradient_accumulation_steps
     record["mixed_precision"] = run.accelerator.mixed_precision  # what trained (fp16 is refused on a CPU)
+    record["fine_tuned_from"] = run.fine_tuned_from
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         trained = run.ema.module if run.ema is not None else accelerator.unwrap_model(run.model)
-        final_dir = save_final_model(trained, run.output_dir / "final", data.label_names)
+        final_dir = save_final_model(
+            trained, run.output_dir / "final", data.label_names, init=run.init, fine_tuned_from=run.fine_tuned_from
+        )
         write_json(final_dir / "results.json", record)
         write_json(run.output_dir / "results.json", record)
     accelerator.print(

@@ -27,7 +27,7 @@ def draw_run_attention(run_dir: Path, num_images: int = 16) -> Path:
     images of the split it was scored on; the model card of a published run shows it."""
     results = json.loads((Path(run_dir) / RUN_RESULTS).read_text())
     torch.manual_seed(results["args"]["seed"])
-    model, _ = load_model(results["model"], num_classes=results["num_classes"], model_kwargs=results["model_kwargs"])
+    model, *_ = load_model(results["model"], num_classes=results["num_classes"], model_kwargs=results["model_kwargs"])
     images = load_images(results["dataset"], [model], num_images, split=results["split"])
     return plot_attention_figure(
         {results["model"]: model},
@@ -45,7 +45,7 @@ def trained_attention_entropy(run_dir: Path, num_images: int = ENTROPY_IMAGES) -
     if not (run_dir / "final").is_dir():
         return None
     results = json.loads((run_dir / RUN_RESULTS).read_text())
-    model, _ = load_model(str(run_dir / "final"))
+    model, *_ = load_model(str(run_dir / "final"))
     if not hasattr(model, "patch_embed"):
         return None
     images = load_images(results["dataset"], [model], num_images, split=results["split"])[0]
