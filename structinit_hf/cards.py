@@ -256,7 +256,7 @@ def build_model_card(
         family=family,
         repo_id=repo_id,
         repo_name=repo_name,
-        model_name=_format_value(results["model"]),
+        model_name=None if results.get("fine_tuned_from") else results["model"],  # the registered name it was built as
         **_origin(results.get("fine_tuned_from")),
         **architecture,
         attention_init=attention_init,

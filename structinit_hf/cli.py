@@ -45,6 +45,7 @@ __all__ = [
 ]
 
 USAGE_EXIT_STATUS = 2  # argparse's own status for a bad command line
+INTERRUPTED_EXIT_STATUS = 130  # a shell's status for a command stopped by SIGINT
 
 
 class UsageError(ValueError):
@@ -155,7 +156,8 @@ def run_script(
 
     ``function`` gets the namespace without ``debug``.  Returns the exit status: ``function``'s own when
     it returns an int, else 0; a user error prints ``error: <message>`` on stderr and returns
-    :data:`USAGE_EXIT_STATUS` (``--debug`` re-raises it).
+    :data:`USAGE_EXIT_STATUS`, Ctrl-C prints ``interrupted`` (with the ``KeyboardInterrupt``'s message, if any) and
+    returns :data:`INTERRUPTED_EXIT_STATUS` (``--debug`` re-raises either).
     """
     parser.add_argument("--debug", action="store_true", help="show the full traceback of a user error")
     args = parser.parse_args(argv)
@@ -168,4 +170,9 @@ def run_script(
             raise
         print(f"error: {error}", file=sys.stderr)
         return USAGE_EXIT_STATUS
+    except KeyboardInterrupt as interrupt:  # Ctrl-C: one line (the function may say how to go on), the shell's 130
+        if debug:
+            raise
+        print(f"interrupted{f': {interrupt}' if str(interrupt) else ''}", file=sys.stderr)
+        return INTERRUPTED_EXIT_STATUS
     return status if isinstance(status, int) and not isinstance(status, bool) else 0

@@ -120,6 +120,13 @@ def _pick_column(
     typed = [name for name, feature in features.items() if isinstance(feature, feature_type)]
     if len(typed) == 1:
         return typed[0]
+    if feature_type is datasets.ClassLabel and list(features) == [
+        name for name in features if _holds(features[name], datasets.Image)
+    ]:  # only images: datasets' imagefolder drops the labels of a folder with a single class sub-folder
+        raise UsageError(
+            f"the dataset has images but no labels (columns: {', '.join(features)}); an image folder needs one "
+            "sub-folder per class, at least 2"
+        )
     raise ValueError(
         f"cannot tell which column holds the {what}s (looked for {', '.join(names)} or a single "
         f"{feature_type.__name__} feature) among {', '.join(features)}; set it with {flag}"

@@ -172,7 +172,12 @@ def evaluation_parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", default=None, help="split to score (default: test, else validation)")
     parser.add_argument("--batch-size", type=int, default=256, help="images per process and batch")
     parser.add_argument("--mixed-precision", choices=("no", "fp16", "bf16"), default=None)
-    parser.add_argument("--output", type=Path, default=Path("results.json"), help="where to write results.json")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=Path("evaluation.json"),
+        help="where to write the record (never a training run's own results.json)",
+    )
     return parser
 
 
@@ -185,6 +190,12 @@ def _check_evaluation_args(args: argparse.Namespace, accelerator: Accelerator) -
     ):
         if value is not None and value < allowed:
             raise UsageError(f"--{flag} {value}: out of range; allowed: an integer >= {allowed}")
+    output = Path(args.output)
+    if output.name == "results.json" and any((output.parent / name).exists() for name in ("metrics.jsonl", "final")):
+        raise UsageError(
+            f"--output {output}: that is the training run's own record in {output.parent}; pass another file "
+            "(default: evaluation.json)"
+        )
     if accelerator.mixed_precision == "fp16" and accelerator.device.type == "cpu":
         raise UsageError(
             "--mixed-precision fp16: not on a CPU (accelerate runs fp32 there); allowed on CPU: bf16 or no"

@@ -207,9 +207,11 @@ def _checkpoint_kwargs(source: str, config: dict[str, Any], model_kwargs: dict[s
             f"--model-kwargs {', '.join(init_options)}: init options do not apply to {source}: its weights are loaded "
             "and no init runs on them; to train from an init, pass a registered name (e.g. vit_tiny_impulse5)"
         )
-    fixed = sorted(set(model_kwargs) - set(LOADED_MODEL_KWARGS))
+    saved = config.get("model_args") or {}
+    fixed = sorted(
+        name for name in set(model_kwargs) - set(LOADED_MODEL_KWARGS) if model_kwargs[name] != saved.get(name)
+    )
     if fixed:
-        saved = config.get("model_args") or {}
         shown = ", ".join(f"{name}={model_kwargs[name]!r} (saved: {saved.get(name, 'default')!r})" for name in fixed)
         raise UsageError(
             f"--model-kwargs {shown}: the weights of {source} fix the network (depth, width, heads ...); a loaded "
@@ -243,11 +245,16 @@ def _fine_tune_record(
     head = "kept" if num_classes is None or num_classes == saved_classes else "re-initialized"
     saved = config.get("model_args") or {}
     changes = [
-        f"{name} {saved.get(name, '?')} -> {model_kwargs[name]} ({_RESAMPLED[name]} resampled as timm does)"
+        f"{name} {_side(saved.get(name))} -> {_side(model_kwargs[name])} ({_RESAMPLED[name]} resampled as timm does)"
         for name in _RESAMPLED
-        if name in model_kwargs and model_kwargs[name] != saved.get(name)
+        if name in model_kwargs and _side(model_kwargs[name]) != _side(saved.get(name))
     ]
     return {"model": source, "head": head, "checkpoint_classes": saved_classes, "resampled": changes}
+
+
+def _side(size: Any) -> Any:
+    """An image or patch size as one number when square (``[16, 16]`` and ``16`` are the same size)."""
+    return size[0] if isinstance(size, (list, tuple)) and len(set(size)) == 1 else size
 
 
 def _saved_by_transformers(folder: Path) -> bool:

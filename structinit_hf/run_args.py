@@ -16,7 +16,10 @@ from timm.data.auto_augment import augment_and_mix_transform, auto_augment_trans
 
 from .cli import UsageError, did_you_mean
 
-__all__ = ["check_run_args"]
+__all__ = ["MAX_BATCH", "MAX_SEED", "check_run_args"]
+
+MAX_BATCH = 2**20  # images per optimizer step: far beyond any recipe
+MAX_SEED = 2**32 - 1  # numpy's seed range (accelerate's set_seed seeds numpy too)
 
 
 def _out_of_range(flag: str, value: Any, allowed: str) -> UsageError:
@@ -32,7 +35,10 @@ def check_run_args(args: argparse.Namespace, num_processes: int) -> None:
     for name in positive:
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise _out_of_range(name.replace("_", "-"), getattr(args, name), "an integer >= 1")
+    if args.batch_size > MAX_BATCH:  # the memory planner would search for ever
+        raise _out_of_range("batch-size", args.batch_size, f"an integer in [1, {MAX_BATCH:,}]")
     ranges = (  # flag, value, allowed, check
+        ("seed", args.seed, f"an integer in [0, {MAX_SEED}]", lambda v: 0 <= v <= MAX_SEED),
         ("workers", args.workers, ">= 0", lambda v: v is None or v >= 0),
         ("lr", args.lr, "> 0", lambda v: v > 0),
         ("weight-decay", args.weight_decay, ">= 0", lambda v: v >= 0),

@@ -405,6 +405,13 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
                     run.accelerator, run.output_dir, run.state, run.settings, run.ema, args.keep_checkpoints
                 )
         return finish_run(run)
+    except KeyboardInterrupt:
+        kept = complete_checkpoints(run.output_dir)
+        raise KeyboardInterrupt(
+            f"training stopped in epoch {run.state.epoch + 1}; "
+            + (f"the last checkpoint is {kept[-1]}: " if kept else "no checkpoint yet: ")
+            + "rerun the same command with --resume latest to continue"
+        ) from None
     finally:
         if run.lock is not None:
             run.lock.release()

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from tiny_runs import REPO, TINY_MODEL, run, script_env, synthetic_args, synthetic_dataset
+from tiny_runs import REPO, TINY_MODEL, image_folder, run, script_env, synthetic_args, synthetic_dataset
 
 pytestmark = pytest.mark.slow  # one process per case
 
@@ -24,7 +24,21 @@ def paths(tmp_path_factory) -> SimpleNamespace:
     weightless = root / "weightless"
     weightless.mkdir()
     shutil.copy(finished / "final" / "config.json", weightless / "config.json")
-    return SimpleNamespace(root=root, dataset=dataset, finished=finished, weightless=weightless)
+    truncated = shutil.copytree(finished / "final", root / "truncated")
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return SimpleNamespace(
+        root=root, dataset=dataset, finished=finished, weightless=weightless, truncated=truncated,
+        images=image_folder(root / "images", ["cat", "dog", "fox"]), one_class=image_folder(root / "one", ["cat"]),
+    )  # fmt: skip
+
+
+def _fine_tune(model: str, *extra: str):
+    """Fine-tune ``model`` (a path under the fixture's root, or a run's final/) on the 3-class image folder."""
+    return lambda paths, out: [
+        "--model", str(paths.root / model), "--dataset", str(paths.images), "--val-split", "0.25",
+        "--output-dir", str(out), *extra,
+    ]  # fmt: skip
 
 
 def _damaged(paths: SimpleNamespace, out: Path, name: str) -> list[str]:
@@ -136,6 +150,53 @@ CASES = {
         lambda paths, out: ["--run-dir", str(paths.finished), "--repo-id", "tiny", "--dry-run"],
         {},
         "repo_id must be 'namespace/name', got 'tiny'",
+    ),
+    "seed": ("train", _train("--seed", "-1"), {}, "--seed -1: out of range; allowed: an integer in [0, 4294967295]"),
+    "absurd-batch": ("train", _train("--batch-size", "1000000000000"), {}, "--batch-size 1000000000000: out of range"),
+    "single-class-folder": (
+        "train",
+        lambda paths, out: [*TINY_MODEL, "--dataset", str(paths.one_class), "--output-dir", str(out)],
+        {},
+        "the dataset has images but no labels (columns: image); an image folder needs one sub-folder per class",
+    ),
+    "fine-tune-depth": (
+        "train",
+        _fine_tune("finished/final", "--model-kwargs", "depth=2"),
+        {},
+        "--model-kwargs depth=2 (saved: 1): the weights of",
+    ),
+    "fine-tune-negative-depth": ("train", _fine_tune("finished/final", "--model-kwargs", "depth=-1"), {}, "depth=-1"),
+    "fine-tune-init-option": (
+        "train",
+        _fine_tune("finished/final", "--model-kwargs", "kernel_size=5"),
+        {},
+        "--model-kwargs kernel_size: init options do not apply to",
+    ),
+    "fine-tune-truncated": ("train", _fine_tune("truncated"), {}, "its weights could not be read"),
+    "fine-tune-weights-file": (
+        "train",
+        _fine_tune("finished/final/model.safetensors"),
+        {},
+        "model.safetensors is a file; pass the checkpoint folder that holds it",
+    ),
+    "evaluate-truncated": (
+        "evaluate",
+        lambda paths, out: ["--model", str(paths.truncated), "--dataset", str(paths.dataset)],
+        {},
+        "its weights could not be read",
+    ),
+    "evaluate-over-run-record": (
+        "evaluate",
+        lambda paths, out: [
+            "--model",
+            str(paths.finished / "final"),
+            "--dataset",
+            str(paths.dataset),
+            "--output",
+            str(paths.finished / "results.json"),
+        ],  # fmt: skip
+        {},
+        "that is the training run's own record",
     ),
     "plot-num-images": ("plot_attention", lambda paths, out: ["--num-images", "0"], {}, "--num-images 0: out of range"),
 }

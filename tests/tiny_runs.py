@@ -52,6 +52,17 @@ def synthetic_dataset(folder: Path, bad_row: int | None = None) -> Path:
     return folder
 
 
+def image_folder(folder: Path, classes: list[str], per_class: int = 8) -> Path:
+    """An ``imagefolder`` dataset: one sub-folder of random 20 px PNGs per class (no split folders)."""
+    generator = torch.Generator().manual_seed(1)
+    for name in classes:
+        (folder / name).mkdir(parents=True)
+        for index in range(per_class):
+            pixels = torch.randint(0, 256, (20, 20, 3), generator=generator, dtype=torch.uint8).numpy()
+            Image.fromarray(pixels).save(folder / name / f"{index}.png")
+    return folder
+
+
 def synthetic_args(dataset: Path, output_dir: Path, *extra: str) -> list[str]:
     """Three epochs of 4 steps of 8 images, one checkpoint kept: every kind of folder swap happens."""
     return [

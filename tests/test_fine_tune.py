@@ -1,0 +1,134 @@
+"""Fine-tuning a checkpoint the project wrote on a user's image folder, as timm's --pretrained --num-classes does."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import timm
+import torch
+from tiny_runs import REPO, image_folder, run, script_env, synthetic_args, synthetic_dataset, weights
+from transformers import AutoModelForImageClassification
+
+from structinit_hf import training
+
+pytestmark = pytest.mark.slow  # trains
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory) -> SimpleNamespace:
+    """A finished 4-class run of vit_tiny_impulse3 (16 px, patch 4, depth 1) and a 3-class image folder."""
+    root = tmp_path_factory.mktemp("fine_tune")
+    run(synthetic_args(synthetic_dataset(root / "data"), root / "A", "--epochs", "1"))
+    return SimpleNamespace(root=root, final=root / "A" / "final", images=image_folder(root / "images", list("xyz")))
+
+
+def _fine_tune(parent: SimpleNamespace, out: Path, *extra: str) -> dict:
+    argv = ["--model", str(parent.final), "--dataset", str(parent.images), "--val-split", "0.25", "--batch-size", "6"]
+    return run([*argv, "--epochs", "1", "--warmup-epochs", "0", "--output-dir", str(out), *extra])
+
+
+def test_a_checkpoint_fine_tunes_on_other_classes(parent, tmp_path, monkeypatch):
+    """The backbone starts as the checkpoint's, the head is new with one output per class folder, and every record
+    of the run names the parent and keeps its init."""
+    first_step = {}
+    train_one_epoch = training.train_one_epoch
+
+    def record_start(run_, epoch):
+        first_step.update(
+            {k: v.detach().clone() for k, v in run_.accelerator.unwrap_model(run_.model).state_dict().items()}
+        )
+        return train_one_epoch(run_, epoch)
+
+    monkeypatch.setattr(training, "train_one_epoch", record_start)
+    results = _fine_tune(parent, tmp_path / "B")
+    saved = weights(parent.final)
+    assert first_step["head.weight"].shape == (3, 48)
+    for key, value in saved.items():
+        if not key.startswith("head."):
+            torch.testing.assert_close(first_step[key], value, rtol=0, atol=0, msg=key)
+    parent_config = json.loads((parent.final / "config.json").read_text())
+    config = json.loads((tmp_path / "B" / "final" / "config.json").read_text())
+    assert config["label_names"] == ["x", "y", "z"] and config["num_classes"] == 3
+    assert config["structinit"] == parent_config["structinit"] and config["structinit"]["attention_init"] == "impulse"
+    assert config["fine_tuned_from"] == results["fine_tuned_from"]
+    assert results["fine_tuned_from"] == {
+        "model": str(parent.final), "head": "re-initialized", "checkpoint_classes": 4, "resampled": []
+    }  # fmt: skip
+    assert results["init"] == parent_config["structinit"] and results["label_names"] == ["x", "y", "z"]
+
+
+def test_the_same_labels_keep_the_head(parent, tmp_path, monkeypatch):
+    heads = []
+    monkeypatch.setattr(training, "train_one_epoch", lambda run_, epoch: heads.append(run_.model.head.weight.clone()))
+    with pytest.raises(TypeError):  # the patched epoch returns nothing: the run stops after the first call
+        run(synthetic_args(parent.root / "data", tmp_path / "C", "--model", str(parent.final)))
+    torch.testing.assert_close(heads[0], weights(parent.final)["head.weight"], rtol=0, atol=0)
+
+
+def test_another_input_size_resamples_the_position_embedding(parent, tmp_path):
+    results = _fine_tune(parent, tmp_path / "D", "--model-kwargs", "img_size=32")
+    assert results["fine_tuned_from"]["resampled"] == ["img_size 16 -> 32 (position embedding resampled as timm does)"]
+    config = json.loads((tmp_path / "D" / "final" / "config.json").read_text())
+    assert config["pretrained_cfg"]["input_size"] == [3, 32, 32]
+    assert weights(tmp_path / "D" / "final")["pos_embed"].shape == (1, 64, 48)  # 8 x 8 patches of 4 px
+
+
+def test_stock_timm_and_transformers_swap_the_head_of_a_run_folder(parent):
+    model = timm.create_model(f"local-dir:{parent.final}", pretrained=True, num_classes=3)
+    assert model.num_classes == 3
+    torch.testing.assert_close(model.blocks[0].attn.qkv.weight, weights(parent.final)["blocks.0.attn.qkv.weight"])
+    wrapped = AutoModelForImageClassification.from_pretrained(parent.final, num_labels=3, ignore_mismatched_sizes=True)
+    assert wrapped.timm_model.head.weight.shape == (3, 48)
+
+
+def test_a_folder_without_a_classifier_entry_still_fine_tunes(parent, tmp_path):
+    """Checkpoints of 0.2 recorded only the data keys in pretrained_cfg: the classifier is taken from timm's own cfg."""
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "model.safetensors").write_bytes((parent.final / "model.safetensors").read_bytes())
+    config = json.loads((parent.final / "config.json").read_text())
+    config["pretrained_cfg"] = {k: config["pretrained_cfg"][k] for k in ("input_size", "mean", "std", "crop_pct")}
+    (old / "config.json").write_text(json.dumps(config))
+    results = _fine_tune(SimpleNamespace(final=old, images=parent.images), tmp_path / "E")
+    assert results["fine_tuned_from"]["head"] == "re-initialized" and results["num_classes"] == 3
+
+
+def test_a_fine_tuned_run_publishes_with_its_parent_named(parent, tmp_path):
+    _fine_tune(parent, tmp_path / "F")
+    command = [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), "--run-dir", str(tmp_path / "F")]
+    command += ["--repo-id", "me/tiny-ft", "--dataset-id", "me/images", "--dry-run"]
+    done = subprocess.run(command, env=script_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "fine-tuned from `.../final` (classifier re-initialized), a model that started" in done.stdout
+    assert "with **structured (impulse 3x3) initialization**" in done.stdout
+    assert "Registered as" not in done.stdout
+
+
+def test_ctrl_c_stops_in_one_line_that_says_how_to_resume(parent, tmp_path):
+    """SIGINT during the first epoch (the run paused there): no traceback, exit status 130, the resume command."""
+    paused = tmp_path / "paused"
+    env = script_env(KILL_AT="pause", PAUSED_FILE=str(paused), TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"))
+    from tiny_runs import KILLING_TRAIN
+
+    argv = synthetic_args(parent.root / "data", tmp_path / "G")
+    process = subprocess.Popen(
+        [sys.executable, "-c", KILLING_TRAIN, *argv], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 240
+    while not paused.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=60)[1].decode()
+    assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert (
+        last == "interrupted: training stopped in epoch 1; no checkpoint yet: rerun the same command with --resume "
+        "latest to continue"
+    ), last
