@@ -304,3 +304,26 @@ def test_published_tag_offline_fails_with_a_clear_message(monkeypatch, tmp_path)
     assert timm.create_model("vit_tiny_impulse3", **TINY).pretrained_cfg.get("hf_hub_id") is None  # bare name: fresh
     with pytest.raises(LocalEntryNotFoundError, match=f"{PUBLISHED_REPO}.*HF_HUB_OFFLINE"):
         timm.create_model("vit_tiny_impulse3.cifar10", pretrained=True, **TINY)
+
+
+def test_transformers_push_to_hub_uploads_the_stock_folder(online, no_xet, tmp_path, monkeypatch):
+    """``model.push_to_hub`` of a model built with StructInitViTConfig (transformers' own upload, through
+    save_pretrained) sends the stock timm_wrapper folder: config.json names a stock timm architecture, no remote code."""
+    from transformers import AutoModelForImageClassification
+
+    from structinit_hf import StructInitViTConfig
+
+    config = StructInitViTConfig(model_args=dict(TINY, seed=1), num_labels=3)
+    model = AutoModelForImageClassification.from_config(config)
+    with FakeHub(token=TOKEN) as hub:
+        monkeypatch.setattr(hf_constants, "ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        model.push_to_hub("my-org/tiny-impulse", token=TOKEN)
+        files = hub.files("my-org/tiny-impulse")
+        snapshot = hub.write_snapshot("my-org/tiny-impulse", tmp_path / "arrived")
+    uploaded = json.loads(files["config.json"])
+    assert uploaded["model_type"] == "timm_wrapper" and uploaded["structinit"]["attention_init"] == "impulse"
+    assert timm.models.model_entrypoint(uploaded["architecture"]).__module__.startswith("timm.")
+    assert not any(name.endswith(".py") for name in files)
+    loaded = timm.create_model(f"local-dir:{snapshot}", pretrained=True)
+    torch.testing.assert_close(loaded.blocks[0].attn.qkv.weight, model.timm_model.blocks[0].attn.qkv.weight)
