@@ -18,7 +18,7 @@ from transformers import TimmWrapperPreTrainedModel
 from .atomic import replace_folder
 from .hf import stock_timm_config
 
-__all__ = ["save_checkpoint"]
+__all__ = ["save_checkpoint", "write_checkpoint"]
 
 
 def save_checkpoint(
@@ -33,12 +33,15 @@ def save_checkpoint(
     ``id2label``. The folder is written beside ``out_dir`` and moved into place when complete, so an existing
     checkpoint is never left half-replaced.
     """
+    return replace_folder(out_dir, lambda folder: write_checkpoint(model, folder, label_names=label_names))
+
+
+def write_checkpoint(
+    model: torch.nn.Module, folder: str | os.PathLike, *, label_names: Sequence[str] | None = None
+) -> None:
+    """Write :func:`save_checkpoint`'s files into the existing ``folder`` (no atomic swap: the caller's job)."""
     timm_model = model.timm_model if isinstance(model, TimmWrapperPreTrainedModel) else model
     config = stock_timm_config(timm_model, None if label_names is None else [str(name) for name in label_names])
-
-    def write(folder: Path) -> None:
-        config.save_pretrained(folder)
-        state = {key: value.detach().contiguous() for key, value in timm_model.state_dict().items()}
-        save_file(state, Path(folder) / "model.safetensors", metadata={"format": "pt"})
-
-    return replace_folder(out_dir, write)
+    config.save_pretrained(folder)
+    state = {key: value.detach().contiguous() for key, value in timm_model.state_dict().items()}
+    save_file(state, Path(folder) / "model.safetensors", metadata={"format": "pt"})

@@ -91,6 +91,8 @@ def _processor_data_config(processor: Any | None, model: transformers.PreTrained
     The input size is the centre crop when the processor crops, else its resize; ``crop_pct`` is crop over resize.
     """
     channels, side = getattr(model.config, "num_channels", 3), getattr(model.config, "image_size", 224)
+    if processor is None and hasattr(model, "timm_model"):  # a TimmWrapper saved without a data cfg: timm's own
+        return resolve_model_data_config(model.timm_model)
     if processor is None:
         return {
             "input_size": (channels, side, side),

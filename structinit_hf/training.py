@@ -41,7 +41,7 @@ from .evaluation import (
     peak_gpu_memory_mb,
     results_record,
 )
-from .export import save_checkpoint
+from .export import write_checkpoint
 from .run_setup import Run, setup_run
 from .tensor_data import INPUT_PIPELINES
 
@@ -326,26 +326,26 @@ def save_final_model(
     extra = {"structinit": dict(init)} if init else {}
     if fine_tuned_from is not None:
         extra["fine_tuned_from"] = fine_tuned_from
-    if isinstance(model, ClassifierLogits):
-        return replace_folder(out_dir, lambda folder: _save_transformers_folder(model, folder, extra))
-    if hasattr(model, "network_args"):  # a model of this package's names (ViTs and the ConViT peer)
-        return save_checkpoint(model, out_dir, label_names=label_names)
-    return replace_folder(out_dir, lambda folder: save_timm_folder(model, folder, label_names, extra))
+
+    def write(folder: Path) -> None:
+        network = model.model if isinstance(model, ClassifierLogits) else model
+        if hasattr(getattr(network, "timm_model", network), "network_args"):  # this package's ViTs and ConViT peer
+            write_checkpoint(network, folder, label_names=label_names)
+        elif isinstance(model, ClassifierLogits):
+            model.model.save_pretrained(folder)
+            if model.processor is not None:
+                model.processor.save_pretrained(folder)
+        else:
+            save_timm_folder(model, folder, label_names)
+        if extra:
+            config_file = folder / "config.json"
+            config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **extra}, indent=2) + "\n")
+
+    return replace_folder(out_dir, write)
 
 
-def _save_transformers_folder(model: ClassifierLogits, folder: Path, extra: dict[str, Any]) -> None:
-    for key, value in extra.items():
-        setattr(model.model.config, key, value)
-    model.model.save_pretrained(folder)
-    if model.processor is not None:
-        model.processor.save_pretrained(folder)
-
-
-def save_timm_folder(
-    model: nn.Module, folder: Path, label_names: list[str], extra: dict[str, Any] | None = None
-) -> None:
-    """timm's ``save_for_hf`` (``config.json`` + ``model.safetensors``), loadable by transformers' TimmWrapper too,
-    with ``extra`` keys added to ``config.json``.
+def save_timm_folder(model: nn.Module, folder: Path, label_names: list[str]) -> None:
+    """timm's ``save_for_hf`` (``config.json`` + ``model.safetensors``), loadable by transformers' TimmWrapper too.
 
     The wrapper passes ``num_classes`` itself, so it must not also sit in ``model_args``.
     """
@@ -353,7 +353,6 @@ def save_timm_folder(
     config_file = Path(folder) / "config.json"
     config = json.loads(config_file.read_text())
     config.get("model_args", {}).pop("num_classes", None)
-    config.update(extra or {})
     config_file.write_text(json.dumps(config, indent=2) + "\n")
 
 

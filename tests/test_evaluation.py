@@ -55,7 +55,7 @@ def cropping_checkpoint(tmp_path: Path) -> Path:
 def test_transformers_checkpoint_is_resized_cropped_and_normalized_by_its_processor(cropping_checkpoint, tmp_path):
     """Catches the processor turned into a timm config by hand: crop_size ignored (36 x 36 inputs reach a
     32 px model and fail), resize and crop swapped, or the processor's mean/std replaced by another's."""
-    model, _ = load_model(str(cropping_checkpoint))
+    model, *_ = load_model(str(cropping_checkpoint))
     images = _images(6)
     transform = eval_transform(model)
     for image in images:
@@ -75,7 +75,7 @@ def test_transformers_checkpoint_is_resized_cropped_and_normalized_by_its_proces
 def test_training_data_config_of_a_cropping_processor(cropping_checkpoint):
     """Catches the processor's crop_size ignored where training builds its transforms from a timm data config:
     the model input must be the 32 px crop of a 36 px resize, normalized with the processor's statistics."""
-    model, _ = load_model(str(cropping_checkpoint))
+    model, *_ = load_model(str(cropping_checkpoint))
     config = model_data_config(model)
     assert config["input_size"] == (3, 32, 32) and config["crop_pct"] == pytest.approx(32 / 36)
     assert config["mean"] == (MEAN,) * 3 and config["std"] == (STD,) * 3 and config["interpolation"] == "bicubic"
@@ -84,7 +84,7 @@ def test_training_data_config_of_a_cropping_processor(cropping_checkpoint):
 def test_timm_model_uses_timm_data_config():
     """Catches a timm model preprocessed with another model's (or no) crop and normalization."""
     overlay = dict(crop_pct=32 / 36)  # timm: resize to 32 / crop_pct = 36, then centre-crop 32
-    model, _ = load_model(
+    model, *_ = load_model(
         "vit_tiny_patch2_32", model_kwargs=dict(depth=1, embed_dim=32, num_heads=2, pretrained_cfg_overlay=overlay)
     )
     image = _images(1)[0]

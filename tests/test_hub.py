@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import huggingface_hub
 import pytest
 import timm
 import torch
@@ -308,7 +309,7 @@ def test_published_tag_offline_fails_with_a_clear_message(monkeypatch, tmp_path)
 
 def test_transformers_push_to_hub_uploads_the_stock_folder(online, no_xet, tmp_path, monkeypatch):
     """``model.push_to_hub`` of a model built with StructInitViTConfig (transformers' own upload, through
-    save_pretrained) sends the stock timm_wrapper folder: config.json names a stock timm architecture, no remote code."""
+    save_pretrained) sends the stock timm_wrapper folder: config.json names a stock timm architecture, no code."""
     from transformers import AutoModelForImageClassification
 
     from structinit_hf import StructInitViTConfig
@@ -317,7 +318,7 @@ def test_transformers_push_to_hub_uploads_the_stock_folder(online, no_xet, tmp_p
     model = AutoModelForImageClassification.from_config(config)
     with FakeHub(token=TOKEN) as hub:
         monkeypatch.setattr(hf_constants, "ENDPOINT", hub.url)
-        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setattr(huggingface_hub.hf_api.api, "endpoint", hub.url)  # the client behind create_repo & co.
         model.push_to_hub("my-org/tiny-impulse", token=TOKEN)
         files = hub.files("my-org/tiny-impulse")
         snapshot = hub.write_snapshot("my-org/tiny-impulse", tmp_path / "arrived")

@@ -154,7 +154,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_small, tmp_pa
     real = run_setup.load_model
 
     def poisoned(*args, **kwargs):
-        model, init = real(*args, **kwargs)
+        model, init, fine_tuned_from = real(*args, **kwargs)
         calls = []
 
         def after_three_steps(module, inputs, output):
@@ -163,7 +163,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_small, tmp_pa
                 return output * float("nan") if len(calls) > 3 else output
 
         model.head.register_forward_hook(after_three_steps)
-        return model, init
+        return model, init, fine_tuned_from
 
     monkeypatch.setattr(run_setup, "load_model", poisoned)
     out = tmp_path / "nan"
@@ -201,7 +201,7 @@ def test_model_sources_and_init_settings(tmp_path) -> None:
     args = training_parser().parse_args(["--model-kwargs", "depth=2", "patch_size=4", "kernel_size=5", "solver=svd"])
     assert args.model_kwargs == {"depth": 2, "patch_size": 4, "kernel_size": 5, "solver": "svd"}
     small = dict(depth=1, img_size=16, patch_size=4, embed_dim=48)
-    model, init = load_model("vit_tiny_impulse5", num_classes=7, model_kwargs=dict(small, patch_size=2))
+    model, init, _ = load_model("vit_tiny_impulse5", num_classes=7, model_kwargs=dict(small, patch_size=2))
     assert model.num_classes == 7 and init["attention_init"] == "impulse" and init["kernel_size"] == 5
     assert load_model("vit_tiny_mimetic", model_kwargs=dict(small, seed=4))[1] == {
         "attention_init": "mimetic",
@@ -233,7 +233,7 @@ def test_evaluate_a_transformers_checkpoint(cifar10_small, tmp_path) -> None:
     ViTForImageClassification(config).save_pretrained(tmp_path / "vit")
     processor = ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.4] * 3, image_std=[0.2] * 3)
     processor.save_pretrained(tmp_path / "vit")
-    model, init = load_model(str(tmp_path / "vit"))
+    model, init, _ = load_model(str(tmp_path / "vit"))
     assert init == {} and model.data_config["input_size"] == (3, 16, 16) and model.data_config["mean"] == (0.4,) * 3
 
     argv = ["--model", str(tmp_path / "vit"), "--dataset", str(cifar10_small), "--max-eval-samples", "20"]
@@ -272,11 +272,11 @@ def test_final_folder_of_a_transformers_model_keeps_its_image_processor(tmp_path
     ViTImageProcessor(size={"height": 16, "width": 16}, image_mean=[0.4] * 3, image_std=[0.2] * 3).save_pretrained(
         tmp_path / "vit"
     )
-    model, _ = load_model(str(tmp_path / "vit"))
+    model, *_ = load_model(str(tmp_path / "vit"))
     training.save_final_model(model, tmp_path / "final", ["a", "b", "c"])
     processor = AutoImageProcessor.from_pretrained(tmp_path / "final")
     assert list(processor.image_mean) == [0.4] * 3 and processor.size == {"height": 16, "width": 16}
-    reloaded, _ = load_model(str(tmp_path / "final"))
+    reloaded, *_ = load_model(str(tmp_path / "final"))
     assert reloaded.data_config["mean"] == (0.4,) * 3 and reloaded.data_config["input_size"] == (3, 16, 16)
 
 
