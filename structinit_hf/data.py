@@ -34,8 +34,10 @@ from .dataloaders import (  # noqa: F401  (re-exported: they were defined here b
 __all__ = [
     "IMAGE_COLUMNS",
     "LABEL_COLUMNS",
+    "SAMPLE_DATASETS",
     "VALIDATION_SPLITS",
     "ImageClassificationData",
+    "dataset_source",
     "ensure_hub_reachable",
     "find_columns",
     "load_image_classification",
@@ -47,6 +49,13 @@ IMAGE_COLUMNS = ("img", "image")
 LABEL_COLUMNS = ("label", "labels", "fine_label")
 VALIDATION_SPLITS = ("validation", "valid", "val")
 _SAVE_TO_DISK_FILES = ("dataset_dict.json", "state.json")
+# datasets shipped inside the package, by the name --dataset takes (structinit_hf/samples/*/README.md says what each is)
+SAMPLE_DATASETS = {"cifar10-sample": Path(__file__).parent / "samples" / "cifar10"}
+
+
+def dataset_source(value: str) -> str:
+    """``--dataset``'s value as the loaders take it: the name of an embedded sample becomes its folder."""
+    return str(SAMPLE_DATASETS[value]) if value in SAMPLE_DATASETS else value
 
 
 def ensure_hub_reachable(name: str, what: str = "dataset") -> None:

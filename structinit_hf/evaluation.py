@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 
 from .atomic import write_json
 from .cli import KeyValueAction, UsageError
-from .data import load_image_classification
+from .data import dataset_source, load_image_classification
 from .dataloaders import TransformedImages, eval_dataloader
 from .loading import (  # noqa: F401  (re-exported: the loaders were defined here before 0.2)
     ClassifierLogits,
@@ -136,7 +136,13 @@ def results_record(
 def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     """The dataset flags shared by ``train.py`` and ``evaluate.py``."""
     group = parser.add_argument_group("dataset")
-    group.add_argument("--dataset", default="uoft-cs/cifar10", help="Hub id, local data folder or save_to_disk folder")
+    group.add_argument(
+        "--dataset",
+        type=dataset_source,
+        default="cifar10-sample",
+        help="Hub id (e.g. uoft-cs/cifar10), local data folder (parquet, arrow, imagefolder), save_to_disk folder, or "
+        "cifar10-sample: the 2,560 / 1,000-image CIFAR-10 sample shipped with the package",
+    )
     group.add_argument(
         "--dataset-config", default=None, help="dataset configuration name (e.g. cropped_digits for svhn)"
     )

@@ -12,6 +12,7 @@ a folder that contains it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -28,6 +29,8 @@ from .cards import build_model_card, count_parameters, read_results
 from .cli import UsageError
 
 __all__ = [
+    "push_parser",
+    "run_push",
     "ATTENTION_IMAGE",
     "CARD_FILE",
     "PushResult",
@@ -246,3 +249,36 @@ def _upload(
             "committed, the run folder is unchanged)"
         ) from err
     return commit.commit_url
+
+
+def push_parser() -> argparse.ArgumentParser:
+    """The flags of ``structinit-hf push-to-hub`` (``scripts/push_to_hub.py``)."""
+    parser = argparse.ArgumentParser(description="Publish a trained run on the Hugging Face Hub with its model card.")
+    parser.add_argument("--run-dir", required=True, help="output folder of a training run (final/ + results.json)")
+    parser.add_argument("--repo-id", required=True, help="model repo to create or update, 'namespace/name'")
+    parser.add_argument("--private", action="store_true", help="create the repo private")
+    parser.add_argument("--revision", default=None, help="branch to commit to (created if missing); default main")
+    parser.add_argument("--dataset-id", default=None, help="Hub id of the dataset when the run read a local copy")
+    parser.add_argument("--license", default="apache-2.0", help="license id declared in the card")
+    parser.add_argument("--dry-run", action="store_true", help="print files and card; no network call")
+    return parser
+
+
+def run_push(args: argparse.Namespace) -> None:
+    """Push (or, with ``--dry-run``, stage and print) the run ``args`` names."""
+    result = push_to_hub(
+        args.run_dir,
+        args.repo_id,
+        private=args.private,
+        revision=args.revision,
+        dry_run=args.dry_run,
+        dataset_id=args.dataset_id,
+        license=args.license,
+    )
+    for path, size in result.files.items():
+        print(f"{size:>12,d}  {path}")
+    if result.commit_url is None:
+        print(f"\ndry run: nothing uploaded; commit would be {result.commit_message!r}\n")
+        print(result.card)
+    else:
+        print(f"\n{result.commit_message}\n{result.commit_url}")

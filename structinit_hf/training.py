@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -374,6 +375,7 @@ def finish_run(run: Run) -> dict[str, Any]:
     record["micro_batch"], record["grad_accum"] = run.micro_batch, run.accelerator.gradient_accumulation_steps
     record["mixed_precision"] = run.accelerator.mixed_precision  # what trained (fp16 is refused on a CPU)
     record["fine_tuned_from"] = run.fine_tuned_from
+    record["train_images"] = len(data.train)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         trained = run.ema.module if run.ema is not None else accelerator.unwrap_model(run.model)
@@ -391,14 +393,18 @@ def finish_run(run: Run) -> dict[str, Any]:
     return record
 
 
-def train(args: argparse.Namespace) -> dict[str, Any]:
-    """Train ``args.model`` on ``args.dataset``; write the run folder and return the results record."""
+def train(args: argparse.Namespace, on_epoch: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Train ``args.model`` on ``args.dataset``; write the run folder and return the results record.
+
+    ``on_epoch`` is called with each epoch's ``metrics.jsonl`` record (a caller's progress display)."""
     run = setup_run(args)
     try:
         for epoch in range(run.state.epoch, args.epochs):
             trained = train_one_epoch(run, epoch)
             val = validate(run, run.val_loader, run.data.validation_split)
-            log_epoch(run, trained, val)
+            record = log_epoch(run, trained, val)
+            if on_epoch is not None:
+                on_epoch(record)
             if run.state.epoch % args.checkpoint_every == 0 or run.state.epoch == args.epochs:
                 save_training_state(
                     run.accelerator, run.output_dir, run.state, run.settings, run.ema, args.keep_checkpoints

@@ -1,0 +1,176 @@
+"""``structinit-hf compare``: which attention init trains best on this data, in one command.
+
+Trains timm's default, mimetic and impulse init (or any list of the benchmark's arms) one after the other on the same
+images, in the same order and with the same augmentation (``train.py`` derives all three from ``--seed``), and prints
+test top-1 per init with its paired difference to timm's default and, given several seeds, the verdict of the
+campaign's tie rule (:func:`~structinit_hf.benchmark.campaign.compare`). The defaults are the CPU proxy at 2,500
+images (profile ``cpu-proxy-n2500``: 16 px, patch 2, width 48, depth 12, 10 epochs) on the embedded CIFAR-10 sample.
+The output folder gets one run folder per (arm, seed), ``results.json``, ``results.md``, ``curves.png`` (validation
+top-1 per epoch per init) and ``compare.md`` (the printed table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ..atomic import write_json, write_text
+from ..cli import KeyValueAction, UsageError
+from ..data import SAMPLE_DATASETS, dataset_source
+from ..training import train, training_parser
+from .arms import ALL_ARMS, PROFILES, BenchmarkDataset, Profile, select_arms
+from .campaign import LABELS, compare
+from .report import aggregate_runs, write_outputs
+from .runs import RUN_LOG, RUN_RESULTS, train_argv
+
+__all__ = ["PROFILE", "compare_inits", "compare_parser", "render_table"]
+
+PROFILE = PROFILES["cpu-proxy-n2500"]  # the defaults: the CPU proxy at 2,500 training images
+DEFAULT_ARMS = ("default", "mimetic", "impulse3")
+RECIPE_FLAGS = ("epochs", "max_train_samples", "batch_size", "aa", "mixup", "cutmix")  # what compare lets a user set
+
+
+def compare_parser() -> argparse.ArgumentParser:
+    """The flags of ``structinit-hf compare``."""
+    recipe = PROFILE.recipe
+    parser = argparse.ArgumentParser(
+        prog="structinit-hf compare",
+        description="Train timm's default, mimetic and impulse init side by side on the same images, order and seed; "
+        "print test top-1 per init, the paired difference to timm's default and (2+ seeds) the tie-rule verdict.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--dataset",
+        type=dataset_source,
+        default="cifar10-sample",
+        help="anything train accepts: an image folder (one sub-folder per class), a datasets folder, a Hub id, or "
+        "cifar10-sample (the CIFAR-10 sample shipped with the package)",
+    )
+    parser.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), help=f"any of: {', '.join(ALL_ARMS)}")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="several seeds give a verdict")
+    parser.add_argument("--epochs", type=int, default=recipe["epochs"])
+    parser.add_argument("--max-train-samples", type=int, default=recipe["max_train_samples"])
+    parser.add_argument("--batch-size", type=int, default=recipe["batch_size"])
+    parser.add_argument("--aa", default=recipe["aa"], help="timm auto-augment policy, e.g. rand-m9-mstd0.5")
+    parser.add_argument("--mixup", type=float, default=0.0, help="mixup alpha (0 disables)")
+    parser.add_argument("--cutmix", type=float, default=0.0, help="cutmix alpha (0 disables)")
+    parser.add_argument(
+        "--model-kwargs",
+        nargs="*",
+        default={},
+        action=KeyValueAction,
+        help=f"architecture of every arm, over the proxy's {dict(PROFILE.architecture)}, e.g. img_size=32",
+    )
+    parser.add_argument("--output-dir", type=Path, default=None, help="default: runs/compare-<dataset>-<time>")
+    return parser
+
+
+def _check(args: argparse.Namespace) -> None:
+    unknown = [arm for arm in args.arms if arm not in ALL_ARMS]
+    if unknown:
+        raise UsageError(f"--arms {' '.join(unknown)}: unknown arm; allowed: {', '.join(ALL_ARMS)}")
+    if len(set(args.arms)) != len(args.arms) or len(set(args.seeds)) != len(args.seeds):
+        raise UsageError(f"--arms {' '.join(args.arms)} --seeds {' '.join(map(str, args.seeds))}: repeated values")
+    bad = [seed for seed in args.seeds if seed < 0]
+    if bad:
+        raise UsageError(f"--seeds {bad[0]}: out of range; allowed: integers >= 0")
+    if args.output_dir is not None and args.output_dir.exists() and any(args.output_dir.iterdir()):
+        raise UsageError(f"--output-dir {args.output_dir}: not empty; every comparison writes a new folder")
+
+
+def _profile(args: argparse.Namespace) -> Profile:
+    """The proxy profile with this command's data, architecture and recipe."""
+    local = Path(args.dataset).expanduser().exists()
+    recipe = {**PROFILE.recipe, **{flag: getattr(args, flag) for flag in RECIPE_FLAGS}}
+    return replace(
+        PROFILE,
+        name="compare",
+        datasets={"data": BenchmarkDataset(args.dataset, local=local)},
+        architecture={**PROFILE.architecture, **args.model_kwargs},
+        recipe=recipe,
+    )
+
+
+def _dataset_name(dataset: str) -> str:
+    named = {str(path): name for name, path in SAMPLE_DATASETS.items()}
+    return named.get(dataset, Path(dataset).name or dataset)
+
+
+def render_table(record: dict[str, Any]) -> str:
+    """The table ``compare`` prints: test top-1 per init, paired difference to timm's default, verdict."""
+    seeds, epochs = record["seeds"], record["epochs"]
+    lines = [
+        f"which init for {record['dataset_name']}: {record['train_images']:,} training images, {epochs} "
+        f"epoch{'s' * (epochs > 1)}, seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; test top-1 on "
+        f"{record['num_eval_images']:,} images",
+        "",
+        "| init | test top-1 | per seed | minus timm's default (paired) | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for arm, scores in record["top1"].items():
+        values = list(scores.values())
+        mean = f"{statistics.fmean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
+        per_seed = ", ".join(f"{value:.2f}" for value in values)
+        versus = record["vs_default"].get(arm)
+        if versus is None:
+            difference, verdict = "–", "–"
+        else:
+            difference = f"{versus['mean']:+.2f}" + (f" ± {versus['std']:.2f}" if len(versus["seeds"]) > 1 else "")
+            verdict = (
+                f"{versus['verdict']} (spread {versus['tolerance']:.2f})"
+                if len(versus["seeds"]) > 1
+                else "one seed: no verdict"
+            )
+        lines.append(f"| {LABELS.get(arm, arm)} | {mean} | {per_seed} | {difference} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
+    """Train every (arm, seed) of ``args``, print and write the comparison; return its record."""
+    _check(args)
+    profile = _profile(args)
+    arms = select_arms(args.arms)
+    name = _dataset_name(args.dataset)
+    out_dir = args.output_dir or Path("runs") / f"compare-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    spec = profile.datasets["data"]
+    runs = [(arm, seed, out_dir / f"{arm.name}-seed{seed}") for seed in args.seeds for arm in arms]
+    start = time.perf_counter()
+    with tqdm(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True) as progress:
+        for arm, seed, run_dir in runs:
+            progress.set_description(f"{arm.name} seed {seed}")
+            run_dir.mkdir(parents=True)
+            argv = train_argv(profile, arm, seed, spec, run_dir)
+            with (run_dir / RUN_LOG).open("w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                train(training_parser().parse_args(argv), on_epoch=lambda record: progress.update(1))
+    record = aggregate_runs(
+        {arm.name: [path for a, _, path in runs if a is arm] for arm in arms},
+        profile=profile,
+        dataset_key="data",
+        command="structinit-hf compare " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["compare"] else sys.argv[1:]),
+        wall_clock_s=time.perf_counter() - start,
+    )
+    top1 = {arm.name: dict(zip(args.seeds, record["arms"][arm.name]["final_top1"], strict=True)) for arm in arms}
+    record.update(
+        dataset_name=name,
+        seeds=list(args.seeds),
+        epochs=args.epochs,
+        train_images=json.loads((runs[0][2] / RUN_RESULTS).read_text())["train_images"],
+        top1=top1,
+        vs_default={arm: compare(top1[arm], top1["default"]) for arm in top1 if arm != "default" and "default" in top1},
+    )
+    write_outputs(record, out_dir)
+    table = render_table(record)
+    write_text(out_dir / "compare.md", table)
+    write_json(out_dir / "results.json", record)
+    print(table)
+    print(f"{out_dir}: results.json, curves.png (validation top-1 per epoch), compare.md, one run folder per init")
+    return record
