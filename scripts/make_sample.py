@@ -18,6 +18,7 @@ PER_CLASS = {"train": 256, "test": 100}
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, required=True, help="a full CIFAR-10 folder (img/label parquet)")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the two parquet files go (default: the package's)")
     args = parser.parse_args()
     for split, per_class in PER_CLASS.items():
         # decode=False keeps each image's stored bytes: no re-encoding
@@ -29,5 +30,5 @@ if __name__ == "__main__":
                 seen[label] += 1
                 rows.append(row)
         part = data.select(rows).cast_column("img", datasets.Image())
-        part.to_parquet(OUT / f"{split}-00000-of-00001.parquet")
+        part.to_parquet(args.out / f"{split}-00000-of-00001.parquet")
         print(f"{split}: {len(rows)} rows, {per_class} per class")

@@ -164,17 +164,17 @@ def test_staging_takes_a_new_or_empty_folder_and_never_overwrites(run, tmp_path)
     assert [p.name for p in (tmp_path / "used").iterdir()] == ["keep.txt"]
 
 
-def test_local_dataset_needs_its_hub_id(run, tmp_path, cifar10_small):
+def test_local_dataset_needs_its_hub_id(run, tmp_path, cifar10_sample):
     results = read_results(run / "results.json")
-    results["dataset"] = results["args"]["dataset"] = str(cifar10_small)
+    results["dataset"] = results["args"]["dataset"] = str(cifar10_sample)
     config = json.loads((run / "final" / "config.json").read_text())
     with pytest.raises(ValueError, match="--dataset-id"):
         build_model_card(results, config, REPO_ID, num_params=1)
     card = build_model_card(results, config, REPO_ID, num_params=1, dataset_id="uoft-cs/cifar10")
     assert card.data.datasets == ["uoft-cs/cifar10"]
-    assert f"read from the local copy `{cifar10_small.name}`" in card.text
-    assert str(cifar10_small) not in str(card)  # a local path is not published, only its last part
-    assert f"| `dataset` | `.../{cifar10_small.name}` |" in card.text
+    assert f"read from the local copy `{cifar10_sample.name}`" in card.text
+    assert str(cifar10_sample) not in str(card)  # a local path is not published, only its last part
+    assert f"| `dataset` | `.../{cifar10_sample.name}` |" in card.text
     with pytest.raises(ValueError, match="not a Hub dataset id"):
         build_model_card(results, config, REPO_ID, num_params=1, dataset_id="../data")
 

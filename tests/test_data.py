@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import datasets
 import numpy as np
@@ -99,19 +102,19 @@ def test_stratified_split_holds_out_each_class_in_proportion() -> None:
         stratified_split(labels, 1.5, seed=0)
 
 
-def test_local_folder_without_validation_gets_a_carved_split(cifar10_small) -> None:
-    data = load_image_classification(str(cifar10_small), val_split=0.1, max_eval_samples=40, seed=0)
+def test_local_folder_without_validation_gets_a_carved_split(cifar10_sample) -> None:
+    data = load_image_classification(str(cifar10_sample), val_split=0.1, max_eval_samples=40, seed=0)
     assert (data.image_column, data.label_column) == ("img", "label")
     assert data.label_names[:3] == ["airplane", "automobile", "bird"] and data.num_classes == 10
-    assert len(data.train) + 466 == 4660 and data.validation_split == "train[held-out 0.1]"
+    assert len(data.train) + 256 == 2560 and data.validation_split == "train[held-out 0.1]"
     assert data.evaluation_split == "test" and len(data.evaluation) == 40 and len(data.validation) == 40
 
 
-def test_val_split_zero_validates_on_the_evaluation_split(cifar10_small) -> None:
-    data = load_image_classification(str(cifar10_small), val_split=0.0, max_train_samples=30, max_eval_samples=10)
+def test_val_split_zero_validates_on_the_evaluation_split(cifar10_sample) -> None:
+    data = load_image_classification(str(cifar10_sample), val_split=0.0, max_train_samples=30, max_eval_samples=10)
     assert len(data.train) == 30 and data.validation_split == "test" and len(data.validation) == 10
     labels = data.train["label"]
-    again = load_image_classification(str(cifar10_small), val_split=0.0, max_train_samples=30, max_eval_samples=10)
+    again = load_image_classification(str(cifar10_sample), val_split=0.0, max_train_samples=30, max_eval_samples=10)
     assert again.train["label"] == labels  # the training subset is seeded
 
 
@@ -244,12 +247,12 @@ CIFAR_CONFIG = {
 RECIPE = dict(auto_augment="rand-m9-mstd0.5", hflip=0.5, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), re_prob=0.0)
 
 
-def test_each_rand_augment_op_on_tensors_matches_timm_on_pil(cifar10_small) -> None:
+def test_each_rand_augment_op_on_tensors_matches_timm_on_pil(cifar10_sample) -> None:
     """Catches a tensor op whose sign, magnitude mapping, fill or pixel convention differs from timm's PIL op
     (e.g. a shear about the centre, a rotation the other way, posterize keeping the wrong bits)."""
     from timm.data.auto_augment import AugmentOp
 
-    rows = datasets.load_dataset(str(cifar10_small), split="test").select(range(4))
+    rows = datasets.load_dataset(str(cifar10_sample), split="test").select(range(4))
     images = [row["img"].convert("RGB") for row in rows]
     fill = tuple(min(255, round(255 * x)) for x in CIFAR_CONFIG["mean"])
     hparams = dict(translate_const=14, img_mean=fill, interpolation=Image.BICUBIC)
@@ -282,12 +285,12 @@ def _ks(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @pytest.mark.slow
-def test_tensor_pipeline_augments_with_the_pil_pipeline_distribution(cifar10_small) -> None:
+def test_tensor_pipeline_augments_with_the_pil_pipeline_distribution(cifar10_sample) -> None:
     """Catches a tensor pipeline whose per-sample augmentation differs in distribution from timm's PIL path:
     calibrated on this data, a missing flip (left-right asymmetry 0.21 vs 0.05), RandAugment at M3 (KS of the
     per-sample means 0.11), no RandAugment (0.15) or a crop scale of (0.5, 1) (KS of the stds 0.14) all fail;
     the true pipeline gives 0.06 / 0.05 / 0.05 (fixed seeds: the test is deterministic)."""
-    rows = datasets.load_dataset(str(cifar10_small), split="test").select(range(3))
+    rows = datasets.load_dataset(str(cifar10_sample), split="test").select(range(3))
     pil = build_transform(CIFAR_CONFIG, True, **RECIPE)
     tensor = TensorTrainTransform(CIFAR_CONFIG, **RECIPE)
     from_pil, from_tensor, asymmetry = [], [], []
@@ -305,10 +308,10 @@ def test_tensor_pipeline_augments_with_the_pil_pipeline_distribution(cifar10_sma
     assert np.mean(asymmetry) < 0.1
 
 
-def test_tensor_evaluation_transform_equals_timm_on_pil(cifar10_small) -> None:
+def test_tensor_evaluation_transform_equals_timm_on_pil(cifar10_sample) -> None:
     """Catches an evaluation transform that resizes, crops or normalises differently from timm's: validation
     scores of the tensor pipeline would not be comparable with a checkpoint evaluated by scripts/evaluate.py."""
-    image = datasets.load_dataset(str(cifar10_small), split="test")[0]["img"].convert("RGB")
+    image = datasets.load_dataset(str(cifar10_sample), split="test")[0]["img"].convert("RGB")
     pixels = torch.from_numpy(np.array(image)).permute(2, 0, 1)
     same_size = TensorEvalTransform(CIFAR_CONFIG)(pixels)
     torch.testing.assert_close(same_size, build_transform(CIFAR_CONFIG, False)(image), atol=1e-6, rtol=0)
@@ -332,3 +335,25 @@ def test_training_transform_uses_the_model_data_config() -> None:
     image = _images(1, size=32)[0]
     assert train(image).shape == evaluate(image).shape == (3, 16, 16)
     assert torch.all(evaluate(image) >= 0) and torch.all(evaluate(image) <= 1)  # mean 0, std 1: plain [0, 1] pixels
+
+
+def test_embedded_sample_is_class_balanced_real_cifar10(cifar10_sample) -> None:
+    sample = datasets.load_dataset(str(cifar10_sample))
+    assert {split: len(rows) for split, rows in sample.items()} == {"train": 2560, "test": 1000}
+    for split, per_class in (("train", 256), ("test", 100)):
+        assert sorted(set(sample[split]["label"])) == list(range(10))
+        assert all(sample[split]["label"].count(label) == per_class for label in range(10))
+    assert sample["train"][0]["img"].size == (32, 32)
+
+
+@pytest.mark.slow
+def test_embedded_sample_is_what_make_sample_takes_from_the_full_copy(cifar10_sample, shared_data, tmp_path) -> None:
+    """Its provenance, checked: scripts/make_sample.py on ../shared/data/cifar10 writes the same rows, byte for byte."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "make_sample.py"
+    command = [sys.executable, str(script), "--source", str(shared_data / "cifar10"), "--out", str(tmp_path)]
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    for split in ("train", "test"):
+        made = datasets.load_dataset(str(tmp_path), split=split).cast_column("img", datasets.Image(decode=False))
+        kept = datasets.load_dataset(str(cifar10_sample), split=split).cast_column("img", datasets.Image(decode=False))
+        assert made["label"] == kept["label"]
+        assert [row["bytes"] for row in made["img"]] == [row["bytes"] for row in kept["img"]]

@@ -91,8 +91,8 @@ def test_checkpoint_loads_in_stock_timm_and_transformers_without_the_package(tmp
     assert "stock timm ok" in out and "TimmWrapperForImageClassification" in out
 
 
-def test_pipeline_classifies_a_real_cifar_image(tmp_path: Path, cifar10_small: Path):
-    test_split = datasets.load_dataset(str(cifar10_small), split="test")
+def test_pipeline_classifies_a_real_cifar_image(tmp_path: Path, cifar10_sample: Path):
+    test_split = datasets.load_dataset(str(cifar10_sample), split="test")
     names = test_split.features["label"].names
     image = test_split[0]["img"]
     model = timm.create_model("vit_tiny_impulse3", img_size=16, depth=1, embed_dim=64, num_heads=2).eval()

@@ -129,7 +129,7 @@ def test_nonlocality_plot_draws_each_curve_and_the_gpsa_boundary(tmp_path, drawn
 
 
 @pytest.mark.slow
-def test_pictures_at_init_and_from_checkpoints_on_cifar10(cifar10_small, tmp_path) -> None:
+def test_pictures_at_init_and_from_checkpoints_on_cifar10(cifar10_sample, tmp_path) -> None:
     vit_kwargs = {**TINY, "depth": 2}
     convit_kwargs = {**TINY, "depth": 2, "local_up_to_layer": 1}
     impulse = save_checkpoint(timm.create_model("vit_tiny_impulse3", **vit_kwargs), tmp_path / "impulse")
@@ -138,7 +138,7 @@ def test_pictures_at_init_and_from_checkpoints_on_cifar10(cifar10_small, tmp_pat
 
     written = draw_attention_pictures(
         tmp_path / "out",
-        dataset=str(cifar10_small),
+        dataset=str(cifar10_sample),
         models=["vit_tiny_impulse3", "vit_tiny_patch2_32"],
         checkpoints=[str(impulse), str(impulse)],
         model_kwargs=vit_kwargs,
@@ -148,9 +148,9 @@ def test_pictures_at_init_and_from_checkpoints_on_cifar10(cifar10_small, tmp_pat
     )
     assert sorted(written) == ["attention_init", "attention_trained", "nonlocality"]
     assert all(path.read_bytes().startswith(b"\x89PNG") for path in written.values())
-    images = load_images(str(cifar10_small), [timm.create_model("vit_tiny_patch2_32", **vit_kwargs)], 4)[0]
+    images = load_images(str(cifar10_sample), [timm.create_model("vit_tiny_patch2_32", **vit_kwargs)], 4)[0]
     assert images.shape == (4, 3, 16, 16)
     with pytest.raises(ValueError, match="1 checkpoints for 2 models"):
         draw_attention_pictures(
-            tmp_path / "out", dataset=str(cifar10_small), models=["a", "b"], checkpoints=["c"], num_images=1
+            tmp_path / "out", dataset=str(cifar10_sample), models=["a", "b"], checkpoints=["c"], num_images=1
         )

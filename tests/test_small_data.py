@@ -117,10 +117,10 @@ def test_runs_of_one_seed_differ_only_in_the_model() -> None:
 
 
 @pytest.mark.slow
-def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_small, tmp_path, monkeypatch) -> None:
+def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, tmp_path, monkeypatch) -> None:
     """Two arms, one epoch, two runs at a time: results.json/md and curves.png, a publishable best run, resuming."""
     runs, out = tmp_path / "runs", tmp_path / "out"
-    profile = tiny_profile(cifar10_small)
+    profile = tiny_profile(cifar10_sample)
     record = run_benchmark(profile, arms=["default", "impulse3"], runs_dir=runs, out_dir=out, command="python x.py")
 
     saved = json.loads((out / "results.json").read_text())

@@ -57,9 +57,9 @@ def tiny_args(dataset: Path, output_dir: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_one_epoch_writes_every_output_and_each_loads(cifar10_small, tmp_path) -> None:
+def test_one_epoch_writes_every_output_and_each_loads(cifar10_sample, tmp_path) -> None:
     out = tmp_path / "run"
-    record = run(tiny_args(cifar10_small, out, "--epochs", "1", "--report-to", "tensorboard"))
+    record = run(tiny_args(cifar10_sample, out, "--epochs", "1", "--report-to", "tensorboard"))
 
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(lines) == 1 and set(lines[0]) == METRIC_KEYS
@@ -89,7 +89,7 @@ def test_one_epoch_writes_every_output_and_each_loads(cifar10_small, tmp_path) -
         torch.testing.assert_close(hf_model(pixel_values=pixels).logits, timm_model(pixels))
 
     evaluation = evaluation_parser().parse_args(
-        ["--model", str(out / "final"), "--dataset", str(cifar10_small), "--max-eval-samples", "37",
+        ["--model", str(out / "final"), "--dataset", str(cifar10_sample), "--max-eval-samples", "37",
          "--batch-size", "10", "--output", str(tmp_path / "eval.json")]
     )  # fmt: skip
     scored = run_evaluation(evaluation)
@@ -99,14 +99,14 @@ def test_one_epoch_writes_every_output_and_each_loads(cifar10_small, tmp_path) -
 
 
 @pytest.mark.slow
-def test_two_processes_count_like_one(cifar10_small, tmp_path) -> None:
+def test_two_processes_count_like_one(cifar10_sample, tmp_path) -> None:
     out = tmp_path / "ddp"
     # `accelerate launch --cpu --num_processes 2` starts ONE process unless mpirun is configured (accelerate
     # issue #2741); torchrun through --multi_gpu with ACCELERATE_USE_CPU=1 gives two gloo CPU processes.
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(REPO / "scripts" / "train.py"),
-        *tiny_args(cifar10_small, out, "--epochs", "1"),
+        *tiny_args(cifar10_sample, out, "--epochs", "1"),
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ACCELERATE_USE_CPU": "1"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
@@ -121,7 +121,7 @@ def test_two_processes_count_like_one(cifar10_small, tmp_path) -> None:
                 "--model",
                 str(out / "final"),
                 "--dataset",
-                str(cifar10_small),
+                str(cifar10_sample),
                 "--max-eval-samples",
                 "37",
                 "--batch-size",
@@ -137,10 +137,10 @@ def test_two_processes_count_like_one(cifar10_small, tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_gradient_accumulation_matches_one_big_batch(cifar10_small, tmp_path) -> None:
+def test_gradient_accumulation_matches_one_big_batch(cifar10_sample, tmp_path) -> None:
     common = ("--epochs", "1", "--aa", "none", "--hflip", "0", "--scale", "1", "1", "--ratio", "1", "1")
-    run(tiny_args(cifar10_small, tmp_path / "whole", *common))
-    run(tiny_args(cifar10_small, tmp_path / "accumulated", *common, "--grad-accum", "2"))
+    run(tiny_args(cifar10_sample, tmp_path / "whole", *common))
+    run(tiny_args(cifar10_sample, tmp_path / "accumulated", *common, "--grad-accum", "2"))
     whole, accumulated = weights(tmp_path / "whole" / "final"), weights(tmp_path / "accumulated" / "final")
     for name in whole:
         torch.testing.assert_close(accumulated[name], whole[name], rtol=1e-4, atol=1e-5)
@@ -150,7 +150,7 @@ def test_gradient_accumulation_matches_one_big_batch(cifar10_small, tmp_path) ->
 
 
 @pytest.mark.slow
-def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_small, tmp_path, monkeypatch) -> None:
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_sample, tmp_path, monkeypatch) -> None:
     real = run_setup.load_model
 
     def poisoned(*args, **kwargs):
@@ -170,7 +170,7 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_small, tmp_pa
     with pytest.raises(
         FloatingPointError, match=r"loss became nan at epoch 2.*last good checkpoint is .*epoch_0001"
     ) as info:
-        run(tiny_args(cifar10_small, out, "--epochs", "3"))
+        run(tiny_args(cifar10_sample, out, "--epochs", "3"))
     advice = str(info.value).split("epoch_0001")[1]  # only what a resume accepts: a lower --lr is a new run
     assert "another --output-dir with a lower --lr" in advice and "--resume with the same flags" in advice
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0001"]
@@ -179,22 +179,22 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_small, tmp_pa
 
 
 @pytest.mark.slow
-def test_bad_runs_are_refused(cifar10_small, tmp_path) -> None:
+def test_bad_runs_are_refused(cifar10_sample, tmp_path) -> None:
     """Catches an indivisible batch passing, --resume pointing at a non-checkpoint, and a rerun silently
     overwriting a folder that holds a complete checkpoint or a finished run."""
     with pytest.raises(ValueError, match="--batch-size 10 is not divisible by 1 processes x --grad-accum 4"):
-        run(tiny_args(cifar10_small, tmp_path / "a", "--batch-size", "10", "--grad-accum", "4"))
+        run(tiny_args(cifar10_sample, tmp_path / "a", "--batch-size", "10", "--grad-accum", "4"))
     with pytest.raises(ValueError, match="is not a checkpoint folder"):
-        run(tiny_args(cifar10_small, tmp_path / "b", "--resume", str(tmp_path)))
+        run(tiny_args(cifar10_sample, tmp_path / "b", "--resume", str(tmp_path)))
     (tmp_path / "c" / "checkpoints" / "epoch_0001").mkdir(parents=True)
     (tmp_path / "c" / "checkpoints" / "epoch_0001" / "trainer_state.json").write_text('{"epoch": 1}')
     with pytest.raises(ValueError, match="already holds checkpoints; pass --resume latest"):
-        run(tiny_args(cifar10_small, tmp_path / "c"))
+        run(tiny_args(cifar10_sample, tmp_path / "c"))
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "results.json").write_text("{}")  # finished, checkpoints deleted: never retrained silently
     for resume in ([], ["--resume", "latest"]):
         with pytest.raises(ValueError, match="holds a finished run"):
-            run(tiny_args(cifar10_small, tmp_path / "d", *resume))
+            run(tiny_args(cifar10_sample, tmp_path / "d", *resume))
 
 
 def test_model_sources_and_init_settings(tmp_path) -> None:
@@ -221,7 +221,7 @@ def test_model_sources_and_init_settings(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_evaluate_a_transformers_checkpoint(cifar10_small, tmp_path) -> None:
+def test_evaluate_a_transformers_checkpoint(cifar10_sample, tmp_path) -> None:
     """Catches evaluation of a transformers checkpoint that preprocesses differently from its own image processor
     (the scores would differ from transformers' on the same images) and a head/dataset class-count mismatch."""
     from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
@@ -236,10 +236,10 @@ def test_evaluate_a_transformers_checkpoint(cifar10_small, tmp_path) -> None:
     model, init, _ = load_model(str(tmp_path / "vit"))
     assert init == {} and model.data_config["input_size"] == (3, 16, 16) and model.data_config["mean"] == (0.4,) * 3
 
-    argv = ["--model", str(tmp_path / "vit"), "--dataset", str(cifar10_small), "--max-eval-samples", "20"]
+    argv = ["--model", str(tmp_path / "vit"), "--dataset", str(cifar10_sample), "--max-eval-samples", "20"]
     record = run_evaluation(evaluation_parser().parse_args([*argv, "--output", str(tmp_path / "r.json")]))
     assert record["num_samples"] == 20 and record["split"] == "test" and record["epochs"] is None
-    rows = datasets.load_dataset(str(cifar10_small), split="test").select(range(20))
+    rows = datasets.load_dataset(str(cifar10_sample), split="test").select(range(20))
     with torch.no_grad():  # the scores transformers itself gives with the checkpoint's own processor
         pixels = processor(images=[row["img"] for row in rows], return_tensors="pt")["pixel_values"]
         logits = ViTForImageClassification.from_pretrained(tmp_path / "vit").eval()(pixel_values=pixels).logits

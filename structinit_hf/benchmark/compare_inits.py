@@ -4,7 +4,8 @@ Trains timm's default, mimetic and impulse init (or any list of the benchmark's 
 images, in the same order and with the same augmentation (``train.py`` derives all three from ``--seed``), and prints
 test top-1 per init with its paired difference to timm's default and, given several seeds, the verdict of the
 campaign's tie rule (:func:`~structinit_hf.benchmark.campaign.compare`). The defaults are the CPU proxy at 2,500
-images (profile ``cpu-proxy-n2500``: 16 px, patch 2, width 48, depth 12, 10 epochs) on the embedded CIFAR-10 sample.
+images (profile ``cpu-proxy-n2500``: 16 px, patch 2, width 48, depth 12, 10 epochs) on the embedded CIFAR-10 sample,
+scored on its test split after every epoch.
 The output folder gets one run folder per (arm, seed), ``results.json``, ``results.md``, ``curves.png`` (validation
 top-1 per epoch per init) and ``compare.md`` (the printed table).
 """
@@ -25,7 +26,7 @@ from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
 from ..cli import KeyValueAction, UsageError
-from ..data import SAMPLE_DATASETS, dataset_source
+from ..data import SAMPLE_DATASETS, VALIDATION_SPLITS, dataset_source, load_raw_dataset
 from ..training import train, training_parser
 from .arms import ALL_ARMS, PROFILES, BenchmarkDataset, Profile, select_arms
 from .campaign import LABELS, compare
@@ -88,9 +89,13 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _profile(args: argparse.Namespace) -> Profile:
-    """The proxy profile with this command's data, architecture and recipe."""
+    """The proxy profile with this command's data, architecture and recipe. A dataset with its own test (or
+    validation) split is scored on it after every epoch, the paper's setting, so the curves are measured on all its
+    images; one with a training split only (an image folder) holds out 10% of it instead."""
     local = Path(args.dataset).expanduser().exists()
     recipe = {**PROFILE.recipe, **{flag: getattr(args, flag) for flag in RECIPE_FLAGS}}
+    splits = load_raw_dataset(args.dataset)
+    recipe["val_split"] = 0.0 if any(name in splits for name in ("test", *VALIDATION_SPLITS)) else 0.1
     return replace(
         PROFILE,
         name="compare",
@@ -106,14 +111,14 @@ def _dataset_name(dataset: str) -> str:
 
 
 def render_table(record: dict[str, Any]) -> str:
-    """The table ``compare`` prints: test top-1 per init, paired difference to timm's default, verdict."""
+    """The table ``compare`` prints: top-1 per init on the scored split, paired difference to timm's default, verdict."""
     seeds, epochs = record["seeds"], record["epochs"]
     lines = [
         f"which init for {record['dataset_name']}: {record['train_images']:,} training images, {epochs} "
-        f"epoch{'s' * (epochs > 1)}, seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; test top-1 on "
-        f"{record['num_eval_images']:,} images",
+        f"epoch{'s' * (epochs > 1)}, seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; top-1 on the "
+        f"{record['num_eval_images']:,} images of {record['split']}",
         "",
-        "| init | test top-1 | per seed | minus timm's default (paired) | verdict |",
+        "| init | top-1 | per seed | minus timm's default (paired) | verdict |",
         "|---|---|---|---|---|",
     ]
     for arm, scores in record["top1"].items():
@@ -172,5 +177,5 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
     write_text(out_dir / "compare.md", table)
     write_json(out_dir / "results.json", record)
     print(table)
-    print(f"{out_dir}: results.json, curves.png (validation top-1 per epoch), compare.md, one run folder per init")
+    print(f"{out_dir}: results.json, curves.png (top-1 per epoch), compare.md, one run folder per init")
     return record

@@ -48,7 +48,8 @@ def trained_attention_entropy(run_dir: Path, num_images: int = ENTROPY_IMAGES) -
     model, *_ = load_model(str(run_dir / "final"))
     if not hasattr(model, "patch_embed"):
         return None
-    images = load_images(results["dataset"], [model], num_images, split=results["split"])[0]
+    split = results["split"].split("[")[0]  # a held-out part, "train[held-out 0.1]", is read from its split
+    images = load_images(results["dataset"], [model], num_images, split=split)[0]
     return [round(ratio, 4) for ratio in attention_entropy(model, images)]
 
 

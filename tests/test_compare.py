@@ -1,0 +1,72 @@
+"""``structinit-hf compare`` and the command dispatcher a pip install brings."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from structinit_hf.__main__ import COMMANDS, main
+from structinit_hf.benchmark.campaign import compare
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = ["--epochs", "1", "--max-train-samples", "64", "--batch-size", "32", "--model-kwargs", "depth=1"]
+
+
+@pytest.mark.slow
+def test_compare_trains_each_init_on_each_seed_and_prints_what_it_writes(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    status = main(["compare", "--arms", "default", "impulse3", "--seeds", "0", "1", *TINY, "--output-dir", str(out)])
+    printed = capsys.readouterr().out
+    assert status == 0
+    record = json.loads((out / "results.json").read_text())
+    assert set(record["top1"]) == {"default", "impulse3"} and record["seeds"] == [0, 1]
+    for arm in ("default", "impulse3"):  # each run is its own folder, trained on the requested images and seed
+        for seed in (0, 1):
+            run = json.loads((out / f"{arm}-seed{seed}" / "results.json").read_text())
+            assert run["args"]["seed"] == seed and run["train_images"] == 64
+            assert record["top1"][arm][str(seed)] == run["top1"]
+    versus = record["vs_default"]["impulse3"]
+    top1 = {arm: {int(seed): value for seed, value in scores.items()} for arm, scores in record["top1"].items()}
+    assert versus == json.loads(json.dumps(compare(top1["impulse3"], top1["default"])))
+    differences = [top1["impulse3"][seed] - top1["default"][seed] for seed in (0, 1)]
+    assert [versus["per_seed"][str(seed)] for seed in (0, 1)] == pytest.approx(differences, abs=1e-4)
+    row = next(line for line in printed.splitlines() if line.startswith("| impulse 3x3"))
+    assert f"{versus['mean']:+.2f}" in row and versus["verdict"] in row
+    assert "64 training images, 1 epoch, seeds 0, 1; top-1 on the 1,000 images of test" in printed
+    assert (out / "curves.png").stat().st_size > 0 and (out / "compare.md").read_text() in printed
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--arms", "default", "impulse7"], "--arms impulse7: unknown arm; allowed: default,"),
+        (["--seeds", "-1"], "--seeds -1: out of range; allowed: integers >= 0"),
+        (["--arms", "default", "default"], "repeated values"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
+    assert main(["compare", *argv]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 1 and errors[0].startswith("error: ") and message in errors[0], errors
+
+
+def test_an_existing_output_folder_is_never_reused(tmp_path, capsys):
+    (tmp_path / "old.txt").write_text("kept")
+    assert main(["compare", "--output-dir", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err and (tmp_path / "old.txt").read_text() == "kept"
+
+
+def test_python_m_lists_the_commands_and_setup_declares_the_console_script():
+    done = subprocess.run(
+        [sys.executable, "-m", "structinit_hf", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and all(command in done.stdout for command in COMMANDS)
+    assert main(["no-such-command"]) == 2
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    assert config["options.entry_points"]["console_scripts"].strip() == "structinit-hf = structinit_hf.__main__:main"
