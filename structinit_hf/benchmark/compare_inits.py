@@ -111,7 +111,7 @@ def _dataset_name(dataset: str) -> str:
 
 
 def render_table(record: dict[str, Any]) -> str:
-    """The table ``compare`` prints: top-1 per init on the scored split, paired difference to timm's default, verdict."""
+    """The table ``compare`` prints: top-1 per init on the scored split, paired difference to the default, verdict."""
     seeds, epochs = record["seeds"], record["epochs"]
     lines = [
         f"which init for {record['dataset_name']}: {record['train_images']:,} training images, {epochs} "
