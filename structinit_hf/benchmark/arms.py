@@ -344,6 +344,22 @@ PROFILES["cpu-proxy-n5000"] = replace(
     notes="cpu-proxy on 5,000 training images: the same 10 epochs, batch 256 and 1 warm-up epoch (about 20 steps "
     "an epoch, 200 in all). The middle size of the campaign's data-size comparison (issue 20).",
 )
+PROFILES["cpu-proxy-n5000-randaug"] = replace(
+    PROFILES["cpu-proxy-n5000"],
+    name="cpu-proxy-n5000-randaug",
+    recipe={**PROFILES["cpu-proxy-n5000"].recipe, "aa": "rand-m9-mstd0.5"},
+    notes="cpu-proxy-n5000 with RandAugment m9 (timm's rand-m9-mstd0.5, the paper's v1 recipe) on top of the "
+    "square crops and flip. Only the augmentation differs from cpu-proxy-n5000: the campaign's augmentation "
+    "comparison at 5,000 images.",
+)
+PROFILES["cpu-proxy-n5000-mixcut"] = replace(
+    PROFILES["cpu-proxy-n5000"],
+    name="cpu-proxy-n5000-mixcut",
+    recipe={**PROFILES["cpu-proxy-n5000"].recipe, "mixup": 0.8, "cutmix": 1.0},
+    notes="cpu-proxy-n5000 with Mixup 0.8 and CutMix 1.0 (the paper's v2 recipe; timm's Mixup switches between the "
+    "two per batch, with label smoothing 0.1 on the mixed targets) on top of the square crops and flip. Only the "
+    "augmentation differs from cpu-proxy-n5000: the campaign's augmentation comparison at 5,000 images.",
+)
 PROFILES["cpu-proxy-n2500-long"] = replace(
     PROFILES["cpu-proxy-n2500"],
     name="cpu-proxy-n2500-long",
