@@ -154,3 +154,20 @@ def test_the_readme_quotes_the_report_rows_it_shows():
     assert len(rows) >= 15  # the three sizes' tables and the 10/50-epoch tables
     report_rows = set(REPORT.read_text().splitlines())
     assert [row for row in rows if row not in report_rows] == []
+
+
+def test_convit_runs_at_the_width_of_the_vit_arms():
+    """timm's ConViT multiplies embed_dim by num_heads: under a profile that sets the ViT width it gets it per head."""
+    import timm
+
+    from structinit_hf.benchmark.arms import ARMS, PROFILES, arm_model_kwargs
+
+    for name in ("cpu-proxy-n2500", "cpu-proxy-n5000"):
+        profile = PROFILES[name]
+        kwargs = arm_model_kwargs(ARMS["convit"], profile)
+        assert (kwargs["embed_dim"], kwargs["num_heads"], kwargs["local_up_to_layer"]) == (16, 3, 10)
+        vit = arm_model_kwargs(ARMS["default"], profile)
+        assert vit["embed_dim"] == 48
+        small = {**kwargs, "depth": 2, "local_up_to_layer": 1}
+        assert timm.create_model(ARMS["convit"].model, **small).embed_dim == vit["embed_dim"]
+    assert "embed_dim" not in arm_model_kwargs(ARMS["convit"], PROFILES["cifar10"])  # ConViT-Tiny's own 48 x 4

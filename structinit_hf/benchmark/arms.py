@@ -371,6 +371,7 @@ PROFILES["cpu-proxy-n2500-long"] = replace(
 )
 
 CONVIT_GPSA_SHARE = 10 / 12  # ConViT-Tiny: 10 of its 12 blocks are GPSA; kept when the depth changes
+CONVIT_HEADS = 4  # convit_tiny_patch2_32's heads when the profile does not set num_heads
 
 
 def study_arm_names(study: str) -> list[str]:
@@ -396,9 +397,16 @@ def select_arms(names: Iterable[str] | None = None) -> list[Arm]:
 def arm_model_kwargs(arm: Arm, profile: Profile) -> dict[str, Any]:
     """The builder kwargs of ``arm`` under ``profile``: the shared architecture, then the arm's own.
 
-    ConViT keeps its share of GPSA blocks (10 of 12) when the profile changes the depth.
+    ConViT keeps its share of GPSA blocks (10 of 12) when the profile changes the depth. timm's ConViT multiplies
+    ``embed_dim`` by ``num_heads``, so a profile's ``embed_dim`` (the total width of the ViT arms) is passed to it
+    divided by the number of heads: ConViT gets the same width as the other arms.
     """
     kwargs = {**profile.architecture, **arm.model_kwargs}
     if arm.model.startswith("convit") and "depth" in kwargs:
         kwargs.setdefault("local_up_to_layer", max(1, round(kwargs["depth"] * CONVIT_GPSA_SHARE)))
+    if arm.model.startswith("convit") and "embed_dim" in profile.architecture and "embed_dim" not in arm.model_kwargs:
+        width, heads = profile.architecture["embed_dim"], kwargs.get("num_heads", CONVIT_HEADS)
+        if width % heads:
+            raise ValueError(f"profile {profile.name!r}: width {width} does not split into {heads} ConViT heads")
+        kwargs["embed_dim"] = width // heads
     return kwargs
