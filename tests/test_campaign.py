@@ -260,3 +260,28 @@ def test_convit_geometry_is_stated_from_its_records(tmp_path, monkeypatch):
     assert "| ConViT (GPSA) | 40.00 (1 seed) |" in text
     assert "embed_dim=16, num_heads=3, depth=12, local_up_to_layer=10): timm's ConViT takes `embed_dim` per head, so " \
         "width 48 in 3 heads" in text  # fmt: skip
+
+
+def test_the_attention_distance_table_says_whether_default_became_local():
+    """Catches the locality line comparing the wrong numbers: default's most local trained block against the same
+    regime's impulse 3x3 and against the reference regime's default."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ad", REPO / "scripts/campaign_attention_distance.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def run(init, trained):
+        return {"top1": 30.0, "init": init, "trained": trained}
+
+    regimes = {
+        "crop + flip": {"default": run([4.1, 4.1], [4.0, 3.9]), "impulse3": run([1.0, 1.2], [1.5, 2.0])},
+        "CutMix": {"default": run([4.1, 4.1], [1.4, 3.0]), "impulse3": run([1.0, 1.2], [1.6, 2.0])},
+    }
+    lines = script.default_locality(regimes)
+    assert lines[0].startswith("crop + flip: timm's default trained, minimum over blocks 3.90;")
+    assert "less local than impulse 3x3's" in lines[0]
+    assert "CutMix: timm's default trained, minimum over blocks 1.40 (under crop + flip: 3.90; -2.50)" in lines[1]
+    assert "as local as impulse 3x3's" in lines[1]
+    text = script.render({"description": "d", "regimes": regimes, "default_locality": lines})
+    assert "| CutMix | timm's default | 30.00 | 4.10 / 4.10 | 2.20 / 1.40 |" in text
