@@ -413,6 +413,8 @@ def _few_seeds(n: int) -> str:
 def _summary_cell(arm: Mapping[str, Any] | None) -> str:
     if arm is None:
         return "not run"
+    if arm["n"] == 1:
+        return f"{arm['mean']:.2f} (1 seed: below the {CLAIM_SEEDS}-seed bar)"
     return f"{_fmt(arm)} ({_seeds(arm['per_seed'])}{_few_seeds(arm['n'])})"
 
 
