@@ -233,8 +233,8 @@ def test_a_regime_with_fewer_than_three_seeds_is_marked(tmp_path, monkeypatch):
     assert "30.10 ± 0.14 (30.00, 30.20; 2 seeds: below the 3-seed bar)" in text
     assert "+5.15 ± 0.21 (+5.00, +5.30): ahead (spread 0.50); 2 seeds: below the 3-seed bar" in text
     assert "+5.00 (1 seed): no verdict" in text
-    assert "| timm's default (trunc normal) | 30.50 ± 0.50 (30.00, 31.00, 30.50) | 30.10 ± 0.14 (30.00, 30.20; 2 seeds: " \
-        "below the 3-seed bar) | 25.00 (1 seed: below the 3-seed bar) |" in text  # fmt: skip
+    row = "| timm's default (trunc normal) | 30.50 ± 0.50 (30.00, 31.00, 30.50) | 30.10 ± 0.14 (30.00, 30.20; 2 seeds: "
+    assert row + "below the 3-seed bar) | 25.00 (1 seed: below the 3-seed bar) |" in text
 
 
 def test_crop_and_flip_is_read_from_the_size_tables_records():
