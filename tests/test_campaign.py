@@ -287,3 +287,18 @@ def test_the_attention_distance_table_says_whether_default_became_local():
     assert "as local as impulse 3x3's" in lines[1]
     text = script.render({"description": "d", "regimes": regimes, "default_locality": lines})
     assert "| CutMix | timm's default | 30.00 | 4.10 / 4.10 | 2.20 / 1.40 |" in text
+
+
+def test_a_retrained_run_is_set_beside_the_committed_one(tmp_path, monkeypatch):
+    """Catches the retrained crop + flip runs compared with anything but the committed run of the same init and seed."""
+    from structinit_hf.benchmark import campaign
+
+    (tmp_path / "rerun").mkdir()
+    (tmp_path / "rerun/results.json").write_text(json.dumps(_record({"default": {0: 30.25}, "impulse3": {0: 36.0}})))
+    monkeypatch.setattr(campaign, "RERUN_SOURCES", ("rerun/results.json",))
+    crop_flip = {"default": {0: 30.0, 1: 31.0, 2: 30.5}, "impulse3": {0: 36.0, 1: 37.0, 2: 36.5}}
+    record = _regime_tree(tmp_path, monkeypatch, {"crop-flip": crop_flip, "randaug": {}, "mixcut": {}})
+    assert record["augmentation"]["rerun"]["arms"]["default"][0]["difference"] == 0.25
+    text = render_campaign_markdown(record)
+    assert "| timm's default (trunc normal) | s0 | 30.00 | 30.25 | +0.25 |" in text
+    assert "| impulse 3x3, `shift` (default) | s0 | 36.00 | 36.00 | +0.00 |" in text

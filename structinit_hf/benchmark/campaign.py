@@ -67,6 +67,9 @@ REGIMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "mixcut": ("Mixup 0.8 + CutMix 1.0", (f"{BENCH}/cpu-proxy-n5000-mixcut-cifar10/seed*/results.json",)),
 }
 REGIME_REFERENCE = "crop-flip"
+# The reference regime's runs trained again (same command, another runs folder, for their checkpoints): how far a
+# repeat of an identical run lands from the committed one.
+RERUN_SOURCES = (f"{BENCH}/cpu-proxy-n5000-rerun-cifar10/seed*/results.json",)
 RECIPE_KEYS = ("aa", "mixup", "cutmix", "hflip", "scale")  # the recorded train options that tell the regimes apart
 CLAIM_SEEDS = 3  # seeds an accuracy claim needs
 # The shift 3x3 runs made before `shift` became impulse3's default were recorded under this arm name (same settings).
@@ -283,7 +286,26 @@ def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
         for key in REGIMES
         if key != REGIME_REFERENCE
     }
-    return {"size": AUGMENT_SIZE, "reference": REGIME_REFERENCE, "regimes": regimes, "minus_reference": minus_reference}
+    records, found = _load(root, RERUN_SOURCES)
+    rerun = {
+        name: {
+            seed: {
+                "committed": reference[name][seed],
+                "rerun": top1,
+                "difference": round(top1 - reference[name][seed], 4),
+            }
+            for seed, top1 in per_seed.items()
+            if seed in reference.get(name, {})
+        }
+        for name, per_seed in merge_scores(records).items()
+    }
+    return {
+        "size": AUGMENT_SIZE,
+        "reference": REGIME_REFERENCE,
+        "regimes": regimes,
+        "minus_reference": minus_reference,
+        "rerun": {"sources": found, "arms": rerun},
+    }
 
 
 def _fmt(summary: Mapping[str, Any] | None, digits: int = 2) -> str:
@@ -464,6 +486,17 @@ def _augmentation_markdown(aug: Mapping[str, Any]) -> list[str]:
         cells = [_difference_cell(aug["minus_reference"][k].get(name)) for k in others]
         out.append(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
     out.append("")
+    rerun = aug.get("rerun", {})
+    if rerun.get("arms"):
+        out += [f"### {reference['label'].capitalize()} retrained: the same command again, same seed", ""]
+        out += ["| init | seed | committed top-1 | retrained top-1 | difference |", "|---|---|---|---|---|"]
+        for name, per_seed in rerun["arms"].items():
+            for seed, r in per_seed.items():
+                out.append(
+                    f"| {LABELS.get(name, name)} | s{seed} | {r['committed']:.2f} | {r['rerun']:.2f} | "
+                    f"{r['difference']:+.2f} |"
+                )
+        out += ["", f"Sources: {', '.join(f'`{p}`' for p in rerun['sources'])}", ""]
     for key in others:
         regime = regimes[key]
         title = f"### {regime['label']}"
