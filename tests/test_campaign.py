@@ -300,5 +300,5 @@ def test_a_retrained_run_is_set_beside_the_committed_one(tmp_path, monkeypatch):
     record = _regime_tree(tmp_path, monkeypatch, {"crop-flip": crop_flip, "randaug": {}, "mixcut": {}})
     assert record["augmentation"]["rerun"]["arms"]["default"][0]["difference"] == 0.25
     text = render_campaign_markdown(record)
-    assert "| timm's default (trunc normal) | s0 | 30.00 | 30.25 | +0.25 |" in text
+    assert "| timm's default (trunc normal) | s0 | 30.00 | 30.25 | +0.25 | torch ?, structinit_hf ? |" in text
     assert "| impulse 3x3, `shift` (default) | s0 | 36.00 | 36.00 | +0.00 |" in text

@@ -254,6 +254,18 @@ def _recipe(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return recipes[0] if recipes else {}
 
 
+def _versions(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], str]:
+    """(arm, seed) -> the torch and structinit_hf versions its record ran with."""
+    out = {}
+    for record in records:
+        versions = record.get("versions", {})
+        text = f"torch {versions.get('torch', '?')}, structinit_hf {versions.get('structinit_hf', '?')}"
+        for name, arm in record["arms"].items():
+            for seed in arm["seeds"]:
+                out[(ALIASES.get(name, name), int(seed))] = text
+    return out
+
+
 def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
     """The inits at :data:`AUGMENT_SIZE` images under each of :data:`REGIMES`: per regime the usual setting (paired
     against timm's default and mimetic), the recorded augmentation, the seed spread, and each init's paired difference
@@ -263,6 +275,8 @@ def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
     scores: dict[str, dict[str, dict[int, float]]] = {}
     for key, (label, paths) in REGIMES.items():
         records, found = _load(root, paths)
+        if key == REGIME_REFERENCE:
+            reference_versions = _versions(records)
         scores[key] = {name: s for name, s in merge_scores(records).items() if name in SIZE_ARMS}
         setting = _setting(scores[key], SIZE_ARMS)
         ranges = {name: arm["range"] for name, arm in setting["arms"].items() if arm["n"] > 1}
@@ -287,12 +301,15 @@ def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
         if key != REGIME_REFERENCE
     }
     records, found = _load(root, RERUN_SOURCES)
+    rerun_versions = _versions(records)
     rerun = {
         name: {
             seed: {
                 "committed": reference[name][seed],
                 "rerun": top1,
                 "difference": round(top1 - reference[name][seed], 4),
+                "committed_with": reference_versions.get((name, seed)),
+                "rerun_with": rerun_versions.get((name, seed)),
             }
             for seed, top1 in per_seed.items()
             if seed in reference.get(name, {})
@@ -489,12 +506,15 @@ def _augmentation_markdown(aug: Mapping[str, Any]) -> list[str]:
     rerun = aug.get("rerun", {})
     if rerun.get("arms"):
         out += [f"### {reference['label'].capitalize()} retrained: the same command again, same seed", ""]
-        out += ["| init | seed | committed top-1 | retrained top-1 | difference |", "|---|---|---|---|---|"]
+        out += [
+            "| init | seed | committed top-1 | retrained top-1 | difference | committed with | retrained with |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, per_seed in rerun["arms"].items():
             for seed, r in per_seed.items():
                 out.append(
                     f"| {LABELS.get(name, name)} | s{seed} | {r['committed']:.2f} | {r['rerun']:.2f} | "
-                    f"{r['difference']:+.2f} |"
+                    f"{r['difference']:+.2f} | {r['committed_with'] or '?'} | {r['rerun_with'] or '?'} |"
                 )
         out += ["", f"Sources: {', '.join(f'`{p}`' for p in rerun['sources'])}", ""]
     for key in others:
