@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ with script_imports():
     from structinit_hf.atomic import write_json, write_text
     from structinit_hf.benchmark.runs import RUN_RESULTS
     from structinit_hf.loading import load_model
-    from structinit_hf.plots import load_images, nonlocality, save_figure
+    from structinit_hf.plots import attention_distance, load_images, nonlocality, save_figure
 
 ARMS = ("default", "mimetic", "impulse3")
 LABELS = {"default": "timm's default", "mimetic": "mimetic", "impulse3": "impulse 3x3"}
@@ -52,6 +53,7 @@ def measure_run(run_dir: Path, num_images: int) -> dict[str, Any]:
         "seed": results["args"]["seed"],
         "top1": results["top1"],
         "images": f"first {len(images[0])} of {results['split']}",
+        "grid": list(trained.patch_embed.grid_size),
         "init": at_init,
         "trained": after,
     }
@@ -97,9 +99,9 @@ def render(record: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def default_locality(regimes: dict[str, dict[str, Any]]) -> list[str]:
+def default_locality(regimes: dict[str, dict[str, Any]], uniform: float | None = None) -> list[str]:
     """One line per regime: timm default's trained minimum block distance against the reference regime's (the first)
-    and against the impulse init's in the same regime, at init and trained."""
+    and against the impulse init's in the same regime, at init and trained; then the distance of uniform attention."""
     names = list(regimes)
     reference = names[0]
     ref_min = min(regimes[reference]["default"]["trained"])
@@ -120,6 +122,27 @@ def default_locality(regimes: dict[str, dict[str, Any]]) -> list[str]:
                 + " impulse 3x3's after training"
             )
         lines.append(text + ".")
+    if uniform is not None:
+        lines.append(f"Uniform attention (every key weighted alike) on the same grid: {uniform:.2f}.")
+    augmented = [r for r in names[1:] if "impulse3" in regimes[r]]
+    if augmented:
+        local = [
+            r for r in augmented if min(regimes[r]["default"]["trained"]) <= min(regimes[r]["impulse3"]["trained"])
+        ]
+        lines.append(
+            "Answer: "
+            + (
+                f"yes under {', '.join(local)}: timm's default's most local block reached impulse 3x3's."
+                if local
+                else "no: under no augmentation did timm's default's most local block reach impulse 3x3's"
+                + (
+                    f" (its closest: {min(min(regimes[r]['default']['trained']) for r in augmented):.2f} against "
+                    f"uniform attention's {uniform:.2f})."
+                    if uniform is not None
+                    else "."
+                )
+            )
+        )
     return lines
 
 
@@ -164,14 +187,17 @@ def main() -> int:
         regimes[label] = {arm: measure_run(Path(runs_dir) / f"{arm}-seed{args.seed}", args.num_images) for arm in ARMS}
     record = {
         "description": "Attention distance (structinit_hf.plots.nonlocality: the attention-weighted query-key "
-        f"distance in patch units on the 8 x 8 patch grid, averaged over queries, heads and the first "
+        f"distance in patch units on the patch grid, averaged over queries, heads and the first "
         f"{args.num_images} test images) of the seed-{args.seed} runs of cpu-proxy-n5000 and its augmentation "
         "profiles; at init the model is rebuilt with the run's name, kwargs and seed, trained is the run's final "
         "checkpoint. One seed: a measurement of these runs, not an accuracy claim.",
-        "command": " ".join(["python", "scripts/campaign_attention_distance.py", *sys.argv[1:]]),
+        "command": shlex.join(["python", "scripts/campaign_attention_distance.py", *sys.argv[1:]]),
         "regimes": regimes,
     }
-    record["default_locality"] = default_locality(regimes)
+    grid = next(iter(next(iter(regimes.values())).values()))["grid"]
+    uniform = round(attention_distance(torch.ones(1, 1, grid[0] * grid[1], grid[0] * grid[1]), tuple(grid)), 4)
+    record["uniform_attention_distance"] = uniform
+    record["default_locality"] = default_locality(regimes, uniform)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write_json(args.out_dir / "attention_distance.json", record)
     write_text(args.out_dir / "attention_distance.md", render(record))

@@ -285,8 +285,14 @@ def test_the_attention_distance_table_says_whether_default_became_local():
     assert "less local than impulse 3x3's" in lines[0]
     assert "CutMix: timm's default trained, minimum over blocks 1.40 (under crop + flip: 3.90; -2.50)" in lines[1]
     assert "as local as impulse 3x3's" in lines[1]
+    assert lines[-1] == "Answer: yes under CutMix: timm's default's most local block reached impulse 3x3's."
     text = script.render({"description": "d", "regimes": regimes, "default_locality": lines})
     assert "| CutMix | timm's default | 30.00 | 4.10 / 4.10 | 2.20 / 1.40 |" in text
+    regimes["CutMix"]["default"]["trained"] = [3.0, 3.5]
+    assert script.default_locality(regimes, 4.14)[-1] == (
+        "Answer: no: under no augmentation did timm's default's most local block reach impulse 3x3's (its closest: "
+        "3.00 against uniform attention's 4.14)."
+    )
 
 
 def test_a_retrained_run_is_set_beside_the_committed_one(tmp_path, monkeypatch):

@@ -480,6 +480,9 @@ def _augmentation_markdown(aug: Mapping[str, Any]) -> list[str]:
         "",
         "![augmentation](augmentation.png)",
         "",
+        "Mean attention distance per block of these inits at init and after training under each regime (seed 0): "
+        "[attention_distance.md](attention_distance.md), written by `scripts/campaign_attention_distance.py`.",
+        "",
         "### Test top-1 per regime (mean ± std over seeds, per seed in brackets)",
         "",
         head,
