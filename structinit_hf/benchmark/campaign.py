@@ -285,6 +285,7 @@ def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
             "label": label,
             "sources": found,
             "recipe": _recipe(records),
+            "versions": sorted(set(_versions(records).values())),
             "seeds": seeds,
             "below_claim": any(arm["n"] < CLAIM_SEEDS for arm in setting["arms"].values()) or not setting["arms"],
             "seed_spread": {"per_arm": ranges, "largest": max(ranges.values()) if ranges else None},
@@ -495,6 +496,7 @@ def _augmentation_markdown(aug: Mapping[str, Any]) -> list[str]:
     out.append("| seed spread: largest range of one init | " + " | ".join(_number(v) for v in spreads) + " |")
     seeds = [", ".join(f"s{s}" for s in r["seeds"]) or "–" for r in regimes.values()]
     out.append("| seeds | " + " | ".join(seeds) + " |")
+    out.append("| ran with | " + " | ".join("; ".join(r["versions"]) or "–" for r in regimes.values()) + " |")
     out += ["", "### Gain over timm's default, paired on the seed (verdict under the tie rule)", "", head, rule]
     for name in SIZE_ARMS[1:]:
         cells = [_difference_cell(r["vs"].get("default", {}).get(name)) for r in regimes.values()]
