@@ -1,6 +1,6 @@
 """The small-data campaign's summary (issue 20) from the committed benchmark records; trains nothing.
 
-python scripts/campaign_report.py      # -> benchmarks/small_data/campaign/{results.md,results.json,size.png}
+python scripts/campaign_report.py  # -> benchmarks/small_data/campaign/{results.md,results.json,*.png}
 """
 
 import argparse
@@ -19,5 +19,5 @@ if __name__ == "__main__":
     args = parser.parse_args()
     with script_imports():  # the figure needs matplotlib (the bench extra)
         write_campaign(args.root, args.out_dir)
-    print(f"wrote {args.out_dir / 'results.md'}, results.json and size.png")
+    print(f"wrote {args.out_dir / 'results.md'}, results.json, size.png and augmentation.png")
     sys.exit(0)

@@ -92,7 +92,7 @@ def test_build_and_render_on_a_fake_tree(tmp_path, monkeypatch):
     record = build_campaign(tmp_path)
     small = record["sizes"]["2500"]
     assert small["vs"]["default"]["mimetic"]["verdict"] == "ahead"
-    assert small["not_run"] == ["impulse3"]
+    assert small["not_run"] == ["impulse3", "convit"]  # ConViT has a row beside the inits at 2,500 and 5,000
     assert {k: small["best"][k] for k in ("arm", "tied", "behind")} == {
         "arm": "mimetic",
         "tied": [],
@@ -154,3 +154,157 @@ def test_the_readme_quotes_the_report_rows_it_shows():
     assert len(rows) >= 15  # the three sizes' tables and the 10/50-epoch tables
     report_rows = set(REPORT.read_text().splitlines())
     assert [row for row in rows if row not in report_rows] == []
+
+
+def test_convit_runs_at_the_width_of_the_vit_arms():
+    """timm's ConViT multiplies embed_dim by num_heads: under a profile that sets the ViT width it gets it per head."""
+    import timm
+
+    from structinit_hf.benchmark.arms import ARMS, PROFILES, arm_model_kwargs
+
+    for name in ("cpu-proxy-n2500", "cpu-proxy-n5000"):
+        profile = PROFILES[name]
+        kwargs = arm_model_kwargs(ARMS["convit"], profile)
+        assert (kwargs["embed_dim"], kwargs["num_heads"], kwargs["local_up_to_layer"]) == (16, 3, 10)
+        vit = arm_model_kwargs(ARMS["default"], profile)
+        assert vit["embed_dim"] == 48
+        small = {**kwargs, "depth": 2, "local_up_to_layer": 1}
+        assert timm.create_model(ARMS["convit"].model, **small).embed_dim == vit["embed_dim"]
+    assert "embed_dim" not in arm_model_kwargs(ARMS["convit"], PROFILES["cifar10"])  # ConViT-Tiny's own 48 x 4
+
+
+def _regime_tree(tmp_path, monkeypatch, regimes: dict[str, dict[str, dict[int, float]]], options=None):
+    """A fake tree with one record per regime (train options in ``options``); the report reads only these."""
+    from structinit_hf.benchmark import campaign
+
+    sources = {}
+    for key, arms in regimes.items():
+        path = tmp_path / key / "results.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({**_record(arms), "train_options": (options or {}).get(key, {})}))
+        sources[key] = (campaign.REGIMES[key][0], (f"{key}/results.json",))
+    monkeypatch.setattr(campaign, "SIZE_SOURCES", {5_000: sources["crop-flip"][1]})
+    monkeypatch.setattr(campaign, "LENGTH_SOURCES", {10: ("none.json",), 50: ("none.json",)})
+    monkeypatch.setattr(campaign, "REGIMES", sources)
+    return build_campaign(tmp_path)
+
+
+def test_the_regime_tables_are_rendered_from_the_records(tmp_path, monkeypatch):
+    """Catches a regime whose rows, gain over timm's default or verdict are not computed from its own records."""
+    record = _regime_tree(
+        tmp_path,
+        monkeypatch,
+        {
+            "crop-flip": {"default": {0: 30.0, 1: 31.0, 2: 30.5}, "impulse3": {0: 36.0, 1: 37.0, 2: 36.5}},
+            "randaug": {"default": {0: 33.0, 1: 33.5, 2: 32.0}, "impulse3": {0: 33.5, 1: 33.0, 2: 33.0}},
+            "mixcut": {"default": {0: 25.0, 1: 26.0, 2: 25.5}, "impulse3": {0: 30.0, 1: 30.5, 2: 31.0}},
+        },
+        {"randaug": {"aa": "rand-m9-mstd0.5", "mixup": 0.0}, "mixcut": {"aa": "none", "mixup": 0.8, "cutmix": 1.0}},
+    )
+    aug = record["augmentation"]
+    assert aug["regimes"]["randaug"]["vs"]["default"]["impulse3"]["verdict"] == "tie"  # +0.5, -0.5, +1.0
+    assert aug["regimes"]["mixcut"]["vs"]["default"]["impulse3"]["verdict"] == "ahead"  # +5.0, +4.5, +5.5
+    assert aug["regimes"]["randaug"]["seed_spread"]["largest"] == 1.5
+    assert aug["minus_reference"]["mixcut"]["default"]["per_seed"] == {0: -5.0, 1: -5.0, 2: -5.0}
+    text = render_campaign_markdown(record)
+    assert "| timm's default (trunc normal) | 30.50 ± 0.50 (30.00, 31.00, 30.50) | 32.83 ± 0.76" in text
+    assert "| impulse 3x3, `shift` (default) | +6.00 ± 0.00 (+6.00, +6.00, +6.00): ahead (spread 1.00) | " in text
+    assert "+0.33 ± 0.76 (+0.50, -0.50, +1.00): tie (spread 1.50) | +5.00 ± 0.50 (+5.00, +4.50, +5.50): ahead" in text
+    assert "| seed spread: largest range of one init | 1.00 | 1.50 | 1.00 |" in text
+    assert "Recorded train options: `aa`=rand-m9-mstd0.5, `mixup`=0.0" in text
+    assert "below the bar" not in text
+
+
+def test_a_regime_with_fewer_than_three_seeds_is_marked(tmp_path, monkeypatch):
+    """Catches a regime shown with two seeds as if it carried an accuracy claim."""
+    record = _regime_tree(
+        tmp_path,
+        monkeypatch,
+        {
+            "crop-flip": {"default": {0: 30.0, 1: 31.0, 2: 30.5}, "impulse3": {0: 36.0, 1: 37.0, 2: 36.5}},
+            "randaug": {"default": {0: 30.0, 1: 30.2}, "impulse3": {0: 35.0, 1: 35.5}},
+            "mixcut": {"default": {0: 25.0}, "impulse3": {0: 30.0}},
+        },
+    )
+    assert [r["below_claim"] for r in record["augmentation"]["regimes"].values()] == [False, True, True]
+    text = render_campaign_markdown(record)
+    assert "### RandAugment m9 (fewer than 3 seeds for some init: below the bar for an accuracy claim)" in text
+    assert "### Mixup 0.8 + CutMix 1.0 (fewer than 3 seeds for some init" in text
+    assert "30.10 ± 0.14 (30.00, 30.20; 2 seeds: below the 3-seed bar)" in text
+    assert "+5.15 ± 0.21 (+5.00, +5.30): ahead (spread 0.50); 2 seeds: below the 3-seed bar" in text
+    assert "+5.00 (1 seed): no verdict" in text
+    row = "| timm's default (trunc normal) | 30.50 ± 0.50 (30.00, 31.00, 30.50) | 30.10 ± 0.14 (30.00, 30.20; 2 seeds: "
+    assert row + "below the 3-seed bar) | 25.00 (1 seed: below the 3-seed bar) |" in text
+
+
+def test_crop_and_flip_is_read_from_the_size_tables_records():
+    """One home for the 5,000-image crop + flip runs: the regime table reads the size table's records."""
+    from structinit_hf.benchmark import campaign
+
+    assert campaign.REGIMES[campaign.REGIME_REFERENCE][1] is campaign.SIZE_SOURCES[campaign.AUGMENT_SIZE]
+    committed = build_campaign(REPO)
+    regime, size = committed["augmentation"]["regimes"]["crop-flip"], committed["sizes"]["5000"]
+    assert regime["arms"] == {name: size["arms"][name] for name in campaign.SIZE_ARMS if name in size["arms"]}
+
+
+def test_convit_geometry_is_stated_from_its_records(tmp_path, monkeypatch):
+    """Catches a ConViT row whose width is not the one its records ran (timm's embed_dim is per head)."""
+    from structinit_hf.benchmark import campaign
+
+    convit = {**_record({"convit": {0: 40.0}}), "train_options": {}}
+    convit["arms"]["convit"]["model_kwargs"] = {"embed_dim": 16, "num_heads": 3, "depth": 12, "local_up_to_layer": 10}
+    (tmp_path / "c.json").write_text(json.dumps(convit))
+    monkeypatch.setattr(campaign, "SIZE_SOURCES", {2_500: ("c.json",)})
+    monkeypatch.setattr(campaign, "LENGTH_SOURCES", {10: ("none.json",), 50: ("none.json",)})
+    record = build_campaign(tmp_path)
+    assert record["sizes"]["2500"]["convit_geometry"]["width"] == 48
+    text = render_campaign_markdown(record)
+    assert "| ConViT (GPSA) | 40.00 (1 seed) |" in text
+    assert "embed_dim=16, num_heads=3, depth=12, local_up_to_layer=10): timm's ConViT takes `embed_dim` per head, so " \
+        "width 48 in 3 heads" in text  # fmt: skip
+
+
+def test_the_attention_distance_table_says_whether_default_became_local():
+    """Catches the locality line comparing the wrong numbers: default's most local trained block against the same
+    regime's impulse 3x3 and against the reference regime's default."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ad", REPO / "scripts/campaign_attention_distance.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def run(init, trained):
+        return {"top1": 30.0, "init": init, "trained": trained}
+
+    regimes = {
+        "crop + flip": {"default": run([4.1, 4.1], [4.0, 3.9]), "impulse3": run([1.0, 1.2], [1.5, 2.0])},
+        "CutMix": {"default": run([4.1, 4.1], [1.4, 3.0]), "impulse3": run([1.0, 1.2], [1.6, 2.0])},
+    }
+    lines = script.default_locality(regimes)
+    assert lines[0].startswith("crop + flip: timm's default trained, minimum over blocks 3.90;")
+    assert "less local than impulse 3x3's" in lines[0]
+    assert "CutMix: timm's default trained, minimum over blocks 1.40 (under crop + flip: 3.90; -2.50)" in lines[1]
+    assert "as local as impulse 3x3's" in lines[1]
+    assert lines[-1] == "Answer: yes under CutMix: timm's default's most local block reached impulse 3x3's."
+    text = script.render({"description": "d", "regimes": regimes, "default_locality": lines})
+    assert "| CutMix | timm's default | 30.00 | 4.10 / 4.10 | 2.20 / 1.40 |" in text
+    regimes["CutMix"]["default"]["trained"] = [3.0, 3.5]
+    assert script.default_locality(regimes, 4.14)[-1] == (
+        "Answer: no: under no augmentation did timm's default's most local block reach impulse 3x3's (its closest: "
+        "3.00 against uniform attention's 4.14)."
+    )
+
+
+def test_a_retrained_run_is_set_beside_the_committed_one(tmp_path, monkeypatch):
+    """Catches the retrained crop + flip runs compared with anything but the committed run of the same init and seed."""
+    from structinit_hf.benchmark import campaign
+
+    (tmp_path / "rerun").mkdir()
+    (tmp_path / "rerun/results.json").write_text(json.dumps(_record({"default": {0: 30.25}, "impulse3": {0: 36.0}})))
+    monkeypatch.setattr(campaign, "RERUN_SOURCES", ("rerun/results.json",))
+    crop_flip = {"default": {0: 30.0, 1: 31.0, 2: 30.5}, "impulse3": {0: 36.0, 1: 37.0, 2: 36.5}}
+    record = _regime_tree(tmp_path, monkeypatch, {"crop-flip": crop_flip, "randaug": {}, "mixcut": {}})
+    assert record["augmentation"]["rerun"]["arms"]["default"][0]["difference"] == 0.25
+    text = render_campaign_markdown(record)
+    assert "| timm's default (trunc normal) | s0 | 30.00 | 30.25 | +0.25 | torch ?, structinit_hf ? |" in text
+    assert "| impulse 3x3, `shift` (default) | s0 | 36.00 | 36.00 | +0.00 |" in text

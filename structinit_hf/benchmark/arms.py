@@ -344,6 +344,22 @@ PROFILES["cpu-proxy-n5000"] = replace(
     notes="cpu-proxy on 5,000 training images: the same 10 epochs, batch 256 and 1 warm-up epoch (about 20 steps "
     "an epoch, 200 in all). The middle size of the campaign's data-size comparison (issue 20).",
 )
+PROFILES["cpu-proxy-n5000-randaug"] = replace(
+    PROFILES["cpu-proxy-n5000"],
+    name="cpu-proxy-n5000-randaug",
+    recipe={**PROFILES["cpu-proxy-n5000"].recipe, "aa": "rand-m9-mstd0.5"},
+    notes="cpu-proxy-n5000 with RandAugment m9 (timm's rand-m9-mstd0.5, the paper's v1 recipe) on top of the "
+    "square crops and flip. Only the augmentation differs from cpu-proxy-n5000: the campaign's augmentation "
+    "comparison at 5,000 images.",
+)
+PROFILES["cpu-proxy-n5000-mixcut"] = replace(
+    PROFILES["cpu-proxy-n5000"],
+    name="cpu-proxy-n5000-mixcut",
+    recipe={**PROFILES["cpu-proxy-n5000"].recipe, "mixup": 0.8, "cutmix": 1.0},
+    notes="cpu-proxy-n5000 with Mixup 0.8 and CutMix 1.0 (the paper's v2 recipe; timm's Mixup switches between the "
+    "two per batch, with label smoothing 0.1 on the mixed targets) on top of the square crops and flip. Only the "
+    "augmentation differs from cpu-proxy-n5000: the campaign's augmentation comparison at 5,000 images.",
+)
 PROFILES["cpu-proxy-n2500-long"] = replace(
     PROFILES["cpu-proxy-n2500"],
     name="cpu-proxy-n2500-long",
@@ -355,6 +371,7 @@ PROFILES["cpu-proxy-n2500-long"] = replace(
 )
 
 CONVIT_GPSA_SHARE = 10 / 12  # ConViT-Tiny: 10 of its 12 blocks are GPSA; kept when the depth changes
+CONVIT_HEADS = 4  # convit_tiny_patch2_32's heads when the profile does not set num_heads
 
 
 def study_arm_names(study: str) -> list[str]:
@@ -380,9 +397,16 @@ def select_arms(names: Iterable[str] | None = None) -> list[Arm]:
 def arm_model_kwargs(arm: Arm, profile: Profile) -> dict[str, Any]:
     """The builder kwargs of ``arm`` under ``profile``: the shared architecture, then the arm's own.
 
-    ConViT keeps its share of GPSA blocks (10 of 12) when the profile changes the depth.
+    ConViT keeps its share of GPSA blocks (10 of 12) when the profile changes the depth. timm's ConViT multiplies
+    ``embed_dim`` by ``num_heads``, so a profile's ``embed_dim`` (the total width of the ViT arms) is passed to it
+    divided by the number of heads: ConViT gets the same width as the other arms.
     """
     kwargs = {**profile.architecture, **arm.model_kwargs}
     if arm.model.startswith("convit") and "depth" in kwargs:
         kwargs.setdefault("local_up_to_layer", max(1, round(kwargs["depth"] * CONVIT_GPSA_SHARE)))
+    if arm.model.startswith("convit") and "embed_dim" in profile.architecture and "embed_dim" not in arm.model_kwargs:
+        width, heads = profile.architecture["embed_dim"], kwargs.get("num_heads", CONVIT_HEADS)
+        if width % heads:
+            raise ValueError(f"profile {profile.name!r}: width {width} does not split into {heads} ConViT heads")
+        kwargs["embed_dim"] = width // heads
     return kwargs

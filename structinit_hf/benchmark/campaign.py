@@ -1,11 +1,14 @@
 """The small-data campaign (issue 20): which init, and when, from the committed benchmark records.
 
 Reads the ``results.json`` files the harness wrote for the ``cpu-proxy`` family of profiles (no training here) and
-writes one summary: test top-1 per init at every training-set size, the gain over timm's default against size, the
-main table at 25,000 images, and 10 against 50 epochs at 2,500 images. Comparisons are paired: an init against a
+writes one summary: test top-1 per init at every training-set size (with ConViT beside the inits), the gain over timm's
+default against size, the main table at 25,000 images, 10 against 50 epochs at 2,500 images, and at 5,000 images the
+inits under each augmentation regime (crop + flip, RandAugment, Mixup + CutMix) with the gain over timm's default per
+regime. Comparisons are paired: an init against a
 reference on the same seed (the same split, data order and augmentation). The tie rule is :func:`decide`.
 
-    python scripts/campaign_report.py      # writes benchmarks/small_data/campaign/{results.md,results.json,size.png}
+    python scripts/campaign_report.py      # writes benchmarks/small_data/campaign/{results.md,results.json,size.png,
+                                           #   augmentation.png}
 """
 
 from __future__ import annotations
@@ -21,13 +24,17 @@ from ..plots import save_figure
 
 __all__ = [
     "ALIASES",
+    "AUGMENT_SIZE",
     "LENGTH_SOURCES",
+    "REGIMES",
     "SIZE_SOURCES",
+    "build_augmentation",
     "build_campaign",
     "compare",
     "decide",
     "merge_scores",
     "paired_differences",
+    "plot_augmentation",
     "render_campaign_markdown",
     "spread",
     "write_campaign",
@@ -38,7 +45,7 @@ BENCH = "benchmarks/small_data"
 # the repository root. 25,000 is cpu-proxy: seeds 0 and 1 from the previous sessions' records, later seeds and arms
 # from the campaign's, one folder per batch of runs (seed2-<arm>/, seed<k>/).
 SIZE_SOURCES: dict[int, tuple[str, ...]] = {
-    2_500: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
+    2_500: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json", f"{BENCH}/cpu-proxy-n2500-cifar10/seed*/results.json"),
     5_000: (f"{BENCH}/cpu-proxy-n5000-cifar10/results.json", f"{BENCH}/cpu-proxy-n5000-cifar10/seed*/results.json"),
     25_000: (
         f"{BENCH}/cpu-proxy-cifar10/results.json",
@@ -51,9 +58,24 @@ LENGTH_SOURCES: dict[int, tuple[str, ...]] = {  # epochs -> records at LENGTH_SI
     10: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
     50: (f"{BENCH}/cpu-proxy-n2500-long-cifar10/seed*/results.json",),
 }
+# Augmentation regimes at AUGMENT_SIZE images (10 epochs, everything else the size table's): key -> (label, records).
+# Crop + flip is the size table's own setting at that size, read from the same records.
+AUGMENT_SIZE = 5_000
+REGIMES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "crop-flip": ("crop + flip", SIZE_SOURCES[AUGMENT_SIZE]),
+    "randaug": ("RandAugment m9", (f"{BENCH}/cpu-proxy-n5000-randaug-cifar10/seed*/results.json",)),
+    "mixcut": ("Mixup 0.8 + CutMix 1.0", (f"{BENCH}/cpu-proxy-n5000-mixcut-cifar10/seed*/results.json",)),
+}
+REGIME_REFERENCE = "crop-flip"
+# The reference regime's runs trained again (same command, another runs folder, for their checkpoints): how far a
+# repeat of an identical run lands from the committed one.
+RERUN_SOURCES = (f"{BENCH}/cpu-proxy-n5000-rerun-cifar10/seed*/results.json",)
+RECIPE_KEYS = ("aa", "mixup", "cutmix", "hflip", "scale")  # the recorded train options that tell the regimes apart
+CLAIM_SEEDS = 3  # seeds an accuracy claim needs
 # The shift 3x3 runs made before `shift` became impulse3's default were recorded under this arm name (same settings).
 ALIASES = {"impulse3-shift": "impulse3"}
 SIZE_ARMS = ("default", "mimetic", "impulse3")
+SIZE_TABLE_ARMS = (*SIZE_ARMS, "convit")  # the rows of the 2,500 and 5,000 tables: the inits, then ConViT beside them
 MAIN_ARMS = ("default", "mimetic", "impulse3", "impulse5", "v1", "v2", "kaiming", "convit", "impulse5-svd")
 REFERENCES = ("default", "mimetic")
 LABELS = {
@@ -183,7 +205,10 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
     for size, paths in SIZE_SOURCES.items():
         records, found = _load(root, paths)
         scores = merge_scores(records)
-        sizes[str(size)] = {"sources": found, **_setting(scores, MAIN_ARMS if size == 25_000 else SIZE_ARMS)}
+        sizes[str(size)] = {"sources": found, **_setting(scores, MAIN_ARMS if size == 25_000 else SIZE_TABLE_ARMS)}
+        convit = _convit_geometry(records)
+        if convit is not None:
+            sizes[str(size)]["convit_geometry"] = convit
     lengths: dict[str, Any] = {}
     length_scores = {}
     for epochs, paths in LENGTH_SOURCES.items():
@@ -206,6 +231,98 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
         "sizes": sizes,
         "length_size": LENGTH_SIZE,
         "lengths": lengths,
+        "augmentation": build_augmentation(root),
+    }
+
+
+def _convit_geometry(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """ConViT's model kwargs as its records hold them, with the width they build (timm's embed_dim is per head)."""
+    kwargs = [record["arms"]["convit"]["model_kwargs"] for record in records if "convit" in record["arms"]]
+    if not kwargs:
+        return None
+    if any(k != kwargs[0] for k in kwargs):
+        raise ValueError(f"ConViT ran with different kwargs at one size: {kwargs}")
+    heads = kwargs[0].get("num_heads", 4)
+    return {"model_kwargs": kwargs[0], "width": kwargs[0].get("embed_dim", 48) * heads, "heads": heads}
+
+
+def _recipe(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The train options in :data:`RECIPE_KEYS` the records ran with; one regime's records must agree on them."""
+    recipes = [{key: record.get("train_options", {}).get(key) for key in RECIPE_KEYS} for record in records]
+    if any(r != recipes[0] for r in recipes):
+        raise ValueError(f"one regime's records ran with different augmentation: {recipes}")
+    return recipes[0] if recipes else {}
+
+
+def _versions(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], str]:
+    """(arm, seed) -> the torch and structinit_hf versions its record ran with."""
+    out = {}
+    for record in records:
+        versions = record.get("versions", {})
+        text = f"torch {versions.get('torch', '?')}, structinit_hf {versions.get('structinit_hf', '?')}"
+        for name, arm in record["arms"].items():
+            for seed in arm["seeds"]:
+                out[(ALIASES.get(name, name), int(seed))] = text
+    return out
+
+
+def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
+    """The inits at :data:`AUGMENT_SIZE` images under each of :data:`REGIMES`: per regime the usual setting (paired
+    against timm's default and mimetic), the recorded augmentation, the seed spread, and each init's paired difference
+    against the same init under :data:`REGIME_REFERENCE`."""
+    root = Path(root)
+    regimes: dict[str, Any] = {}
+    scores: dict[str, dict[str, dict[int, float]]] = {}
+    for key, (label, paths) in REGIMES.items():
+        records, found = _load(root, paths)
+        if key == REGIME_REFERENCE:
+            reference_versions = _versions(records)
+        scores[key] = {name: s for name, s in merge_scores(records).items() if name in SIZE_ARMS}
+        setting = _setting(scores[key], SIZE_ARMS)
+        ranges = {name: arm["range"] for name, arm in setting["arms"].items() if arm["n"] > 1}
+        seeds = sorted({seed for per_seed in scores[key].values() for seed in per_seed})
+        regimes[key] = {
+            "label": label,
+            "sources": found,
+            "recipe": _recipe(records),
+            "versions": sorted(set(_versions(records).values())),
+            "seeds": seeds,
+            "below_claim": any(arm["n"] < CLAIM_SEEDS for arm in setting["arms"].values()) or not setting["arms"],
+            "seed_spread": {"per_arm": ranges, "largest": max(ranges.values()) if ranges else None},
+            **setting,
+        }
+    reference = scores[REGIME_REFERENCE]
+    minus_reference = {
+        key: {
+            name: compare(scores[key][name], reference[name])
+            for name in SIZE_ARMS
+            if name in scores[key] and name in reference
+        }
+        for key in REGIMES
+        if key != REGIME_REFERENCE
+    }
+    records, found = _load(root, RERUN_SOURCES)
+    rerun_versions = _versions(records)
+    rerun = {
+        name: {
+            seed: {
+                "committed": reference[name][seed],
+                "rerun": top1,
+                "difference": round(top1 - reference[name][seed], 4),
+                "committed_with": reference_versions.get((name, seed)),
+                "rerun_with": rerun_versions.get((name, seed)),
+            }
+            for seed, top1 in per_seed.items()
+            if seed in reference.get(name, {})
+        }
+        for name, per_seed in merge_scores(records).items()
+    }
+    return {
+        "size": AUGMENT_SIZE,
+        "reference": REGIME_REFERENCE,
+        "regimes": regimes,
+        "minus_reference": minus_reference,
+        "rerun": {"sources": found, "arms": rerun},
     }
 
 
@@ -289,12 +406,14 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
     out += [f"**Tie rule.** {record['tie_rule']}", ""]
     out += ["## Accuracy and gain against training-set size (10 epochs at every size)", "", "![size](size.png)", ""]
     for size, setting in record["sizes"].items():
-        arms = MAIN_ARMS if size == "25000" else SIZE_ARMS
+        arms = MAIN_ARMS if size == "25000" else SIZE_TABLE_ARMS
         title = f"### {int(size):,} training images"
         if size == "25000":
             title += " (`cpu-proxy`: the main table)"
         out += [title, "", *_setting_table(setting, arms), "", _best_line(setting), ""]
         out += [f"Sources: {', '.join(f'`{p}`' for p in setting['sources']) or 'none (not run)'}", ""]
+        if "convit_geometry" in setting:
+            out += [_convit_line(setting["convit_geometry"]), ""]
     lengths = record["lengths"]
     out += [f"## 10 against 50 epochs at {record['length_size']:,} images", ""]
     for epochs in (k for k in lengths if k.isdigit()):
@@ -307,6 +426,8 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
         out += ["|---|---|---|"]
         out += [f"| {LABELS[n]} | {r['mean']:+.2f} | {_signed(r['per_seed'])} |" for n, r in rows.items() if r]
         out.append("")
+    if "augmentation" in record:
+        out += _augmentation_markdown(record["augmentation"])
     out += [
         "Paired differences are init minus reference on the same seed; `±` is the sample standard deviation over "
         "seeds; `range` is max - min over seeds (how far runs of identical settings landed apart). "
@@ -314,6 +435,109 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def _convit_line(geometry: Mapping[str, Any]) -> str:
+    kwargs = ", ".join(f"{k}={v}" for k, v in geometry["model_kwargs"].items())
+    return (
+        f"ConViT as run (`convit_tiny_patch2_32`, model kwargs from its records: {kwargs}): timm's ConViT takes "
+        f"`embed_dim` per head, so width {geometry['width']} in {geometry['heads']} heads; `local_up_to_layer` is "
+        "the number of GPSA blocks, the rest are plain self-attention."
+    )
+
+
+def _few_seeds(n: int) -> str:
+    return f"; {n} seed{'s' if n > 1 else ''}: below the {CLAIM_SEEDS}-seed bar" if n < CLAIM_SEEDS else ""
+
+
+def _summary_cell(arm: Mapping[str, Any] | None) -> str:
+    if arm is None:
+        return "not run"
+    if arm["n"] == 1:
+        return f"{arm['mean']:.2f} (1 seed: below the {CLAIM_SEEDS}-seed bar)"
+    return f"{_fmt(arm)} ({_seeds(arm['per_seed'])}{_few_seeds(arm['n'])})"
+
+
+def _difference_cell(c: Mapping[str, Any] | None) -> str:
+    if c is None:
+        return "–"
+    if c["n"] == 1:
+        return f"{c['mean']:+.2f} (1 seed): no verdict"
+    verdict = f"{c['verdict']} (spread {c['tolerance']:.2f}){_few_seeds(c['n'])}"
+    return f"{c['mean']:+.2f} ± {c['std']:.2f} ({_signed(c['per_seed'])}): {verdict}"
+
+
+def _augmentation_markdown(aug: Mapping[str, Any]) -> list[str]:
+    """The augmentation section: one summary table across regimes, the gain over timm's default per regime, each
+    regime against the reference one, then every regime's own table with its seed spread, recipe and sources."""
+    regimes = aug["regimes"]
+    reference = regimes[aug["reference"]]
+    head = "| init | " + " | ".join(r["label"] for r in regimes.values()) + " |"
+    rule = "|---|" + "---|" * len(regimes)
+    out = [f"## Augmentation at {aug['size']:,} training images (10 epochs)", ""]
+    out += [
+        f"Each regime is the {aug['size']:,}-image setting with one change to the augmentation (the recorded train "
+        f"options are under each regime's table); {reference['label']} is the {aug['size']:,}-image table above.",
+        "",
+        "![augmentation](augmentation.png)",
+        "",
+        "Mean attention distance per block of these inits at init and after training under each regime (seed 0): "
+        "[attention_distance.md](attention_distance.md), written by `scripts/campaign_attention_distance.py`.",
+        "",
+        "### Test top-1 per regime (mean ± std over seeds, per seed in brackets)",
+        "",
+        head,
+        rule,
+    ]
+    for name in SIZE_ARMS:
+        cells = [_summary_cell(r["arms"].get(name)) for r in regimes.values()]
+        out.append(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
+    spreads = [r["seed_spread"]["largest"] for r in regimes.values()]
+    out.append("| seed spread: largest range of one init | " + " | ".join(_number(v) for v in spreads) + " |")
+    seeds = [", ".join(f"s{s}" for s in r["seeds"]) or "–" for r in regimes.values()]
+    out.append("| seeds | " + " | ".join(seeds) + " |")
+    out.append("| ran with | " + " | ".join("; ".join(r["versions"]) or "–" for r in regimes.values()) + " |")
+    out += ["", "### Gain over timm's default, paired on the seed (verdict under the tie rule)", "", head, rule]
+    for name in SIZE_ARMS[1:]:
+        cells = [_difference_cell(r["vs"].get("default", {}).get(name)) for r in regimes.values()]
+        out.append(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
+    others = [key for key in regimes if key != aug["reference"]]
+    out += ["", f"### Each regime minus {reference['label']}, same init and seed", ""]
+    out += ["| init | " + " | ".join(regimes[k]["label"] for k in others) + " |", "|---|" + "---|" * len(others)]
+    for name in SIZE_ARMS:
+        cells = [_difference_cell(aug["minus_reference"][k].get(name)) for k in others]
+        out.append(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
+    out.append("")
+    rerun = aug.get("rerun", {})
+    if rerun.get("arms"):
+        out += [f"### {reference['label'].capitalize()} retrained: the same command again, same seed", ""]
+        out += [
+            "| init | seed | committed top-1 | retrained top-1 | difference | committed with | retrained with |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name, per_seed in rerun["arms"].items():
+            for seed, r in per_seed.items():
+                out.append(
+                    f"| {LABELS.get(name, name)} | s{seed} | {r['committed']:.2f} | {r['rerun']:.2f} | "
+                    f"{r['difference']:+.2f} | {r['committed_with'] or '?'} | {r['rerun_with'] or '?'} |"
+                )
+        out += ["", f"Sources: {', '.join(f'`{p}`' for p in rerun['sources'])}", ""]
+    for key in others:
+        regime = regimes[key]
+        title = f"### {regime['label']}"
+        if regime["below_claim"]:
+            title += f" (fewer than {CLAIM_SEEDS} seeds for some init: below the bar for an accuracy claim)"
+        out += [title, "", *_setting_table(regime, SIZE_ARMS), "", _best_line(regime), ""]
+        per_arm = ", ".join(f"{LABELS[n]} {v:.2f}" for n, v in regime["seed_spread"]["per_arm"].items())
+        out += [f"Seed spread (max - min over seeds of identical settings): {per_arm or 'fewer than two seeds'}.", ""]
+        recipe = ", ".join(f"`{k}`={v}" for k, v in regime["recipe"].items())
+        out += [f"Recorded train options: {recipe or '–'}.", ""]
+        out += [f"Sources: {', '.join(f'`{p}`' for p in regime['sources']) or 'none (not run)'}", ""]
+    return out
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def plot_sizes(record: Mapping[str, Any], path: Path) -> Path:
@@ -375,11 +599,57 @@ def plot_sizes(record: Mapping[str, Any], path: Path) -> Path:
     return path
 
 
+def plot_augmentation(record: Mapping[str, Any], path: Path) -> Path:
+    """``augmentation.png``: top-1 per init per regime, and the paired gain over timm's default per regime; dots are
+    the seeds, bars the mean (hollow marker: fewer than 3 seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    aug = record["augmentation"]
+    regimes = list(aug["regimes"].values())
+    labels = [r["label"] for r in regimes]
+    fig, (acc, gain) = plt.subplots(1, 2, figsize=(11, 4.3))
+    width = 0.8 / len(SIZE_ARMS)
+    for i, name in enumerate(SIZE_ARMS):
+        color = f"C{i}"
+        for panel, values in (
+            (acc, [r["arms"].get(name) for r in regimes]),
+            (gain, [None if name == "default" else r["vs"].get("default", {}).get(name) for r in regimes]),
+        ):
+            for x, summary in enumerate(values):
+                if summary is None:
+                    continue
+                position = x + (i - (len(SIZE_ARMS) - 1) / 2) * width
+                few = summary["n"] < CLAIM_SEEDS
+                panel.bar(position, summary["mean"], width * 0.9, color=color, alpha=0.25 if few else 0.5)
+                seeds = list(summary["per_seed"].values())
+                panel.plot([position] * len(seeds), seeds, ls="none", marker="o", ms=4, color=color,
+                           mfc="white" if few else color)  # fmt: skip
+        acc.bar(0, 0, 0, color=color, alpha=0.5, label=LABELS[name])
+    acc.set_ylabel("test top-1 (%)")
+    gain.set_ylabel("paired gain over timm's default (points)")
+    gain.axhline(0.0, color="black", lw=0.8)
+    for ax in (acc, gain):
+        ax.set_xticks(range(len(labels)), labels, fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    acc.legend(fontsize=8)
+    acc.set_title(f"cpu-proxy, {aug['size']:,} images, 10 epochs: bar mean, dots seeds", fontsize=10)
+    gain.set_title("same-seed differences (hollow dots, pale bar: < 3 seeds)", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+    return path
+
+
 def write_campaign(root: Path | str = ".", out_dir: Path | str = f"{BENCH}/campaign") -> dict[str, Any]:
-    """Build the campaign's record from ``root`` and write results.json, results.md and size.png into ``out_dir``."""
+    """Build the campaign's record from ``root``; write results.json, results.md, size.png and augmentation.png into
+    ``out_dir``."""
     record = build_campaign(root)
     out_dir = Path(out_dir)
     write_json(out_dir / "results.json", record)
     write_text(out_dir / "results.md", render_campaign_markdown(record))
     plot_sizes(record, out_dir / "size.png")
+    plot_augmentation(record, out_dir / "augmentation.png")
     return record
