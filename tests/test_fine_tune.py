@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 import timm
 import torch
+from safetensors.torch import load_file
 from tiny_runs import REPO, image_folder, run, script_env, synthetic_args, synthetic_dataset, weights
 from transformers import AutoModelForImageClassification
 
@@ -34,27 +35,46 @@ def _fine_tune(parent: SimpleNamespace, out: Path, *extra: str) -> dict:
     return run([*argv, "--epochs", "1", "--warmup-epochs", "0", "--output-dir", str(out), *extra])
 
 
-def test_a_checkpoint_fine_tunes_on_other_classes(parent, tmp_path, monkeypatch):
-    """The backbone starts as the checkpoint's, the head is new with one output per class folder, and every record
-    of the run names the parent and keeps its init."""
-    first_step = {}
-    train_one_epoch = training.train_one_epoch
+# scripts/train.py in a fresh Python, with the model's tensors saved (FIRST_STEP) when the first epoch starts
+FIRST_STEP_TRAIN = """
+import os, runpy, sys
+from safetensors.torch import save_file
+import structinit_hf.training as training
 
-    def record_start(run_, epoch):
-        first_step.update(
-            {k: v.detach().clone() for k, v in run_.accelerator.unwrap_model(run_.model).state_dict().items()}
-        )
-        return train_one_epoch(run_, epoch)
+train_one_epoch = training.train_one_epoch
 
-    monkeypatch.setattr(training, "train_one_epoch", record_start)
-    results = _fine_tune(parent, tmp_path / "B")
-    saved = weights(parent.final)
-    assert first_step["head.weight"].shape == (3, 48)
+def record_start(run, epoch):
+    if epoch == 0:
+        state = run.accelerator.unwrap_model(run.model).state_dict()
+        save_file({k: v.detach().contiguous() for k, v in state.items()}, os.environ["FIRST_STEP"])
+    return train_one_epoch(run, epoch)
+
+training.train_one_epoch = record_start
+sys.argv = [os.environ["TRAIN_SCRIPT"], *sys.argv[1:]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_checkpoint_fine_tunes_on_other_classes(parent, tmp_path):
+    """Through scripts/train.py in a fresh process: the backbone starts as the checkpoint's, the head is new with one
+    output per class folder, and every record of the run names the parent and keeps its init."""
+    out, first_step = tmp_path / "B", tmp_path / "first_step.safetensors"
+    argv = ["--model", str(parent.final), "--dataset", str(parent.images), "--val-split", "0.25", "--batch-size", "6"]
+    argv += ["--epochs", "1", "--warmup-epochs", "0", "--output-dir", str(out)]
+    env = script_env(FIRST_STEP=str(first_step), TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"))
+    done = subprocess.run([sys.executable, "-c", FIRST_STEP_TRAIN, *argv], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (
+        "fine-tuning" in done.stdout and "classifier re-initialized for 3 classes (the checkpoint had 4)" in done.stdout
+    )
+    started, saved = load_file(first_step), weights(parent.final)
+    assert started["head.weight"].shape == (3, 48)
     for key, value in saved.items():
         if not key.startswith("head."):
-            torch.testing.assert_close(first_step[key], value, rtol=0, atol=0, msg=key)
+            torch.testing.assert_close(started[key], value, rtol=0, atol=0, msg=key)
+    results = json.loads((out / "results.json").read_text())
     parent_config = json.loads((parent.final / "config.json").read_text())
-    config = json.loads((tmp_path / "B" / "final" / "config.json").read_text())
+    config = json.loads((out / "final" / "config.json").read_text())
     assert config["label_names"] == ["x", "y", "z"] and config["num_classes"] == 3
     assert config["structinit"] == parent_config["structinit"] and config["structinit"]["attention_init"] == "impulse"
     assert config["fine_tuned_from"] == results["fine_tuned_from"]
