@@ -20,7 +20,10 @@ TINY = ["--epochs", "1", "--max-train-samples", "64", "--batch-size", "32", "--m
 @pytest.mark.slow
 def test_compare_trains_each_init_on_each_seed_and_prints_what_it_writes(tmp_path, capsys):
     out = tmp_path / "cmp"
-    status = main(["compare", "--arms", "default", "impulse3", "--seeds", "0", "1", *TINY, "--output-dir", str(out)])
+    recipe = ["--aa", "rand-m9-mstd0.5", "--mixup", "0.8", "--cutmix", "1.0"]  # the user's own augmentation
+    status = main(
+        ["compare", "--arms", "default", "impulse3", "--seeds", "0", "1", *TINY, *recipe, "--output-dir", str(out)]
+    )
     printed = capsys.readouterr().out
     assert status == 0
     record = json.loads((out / "results.json").read_text())
@@ -29,6 +32,7 @@ def test_compare_trains_each_init_on_each_seed_and_prints_what_it_writes(tmp_pat
         for seed in (0, 1):
             run = json.loads((out / f"{arm}-seed{seed}" / "results.json").read_text())
             assert run["args"]["seed"] == seed and run["train_images"] == 64
+            assert (run["args"]["aa"], run["args"]["mixup"], run["args"]["cutmix"]) == ("rand-m9-mstd0.5", 0.8, 1.0)
             assert record["top1"][arm][str(seed)] == run["top1"]
     versus = record["vs_default"]["impulse3"]
     top1 = {arm: {int(seed): value for seed, value in scores.items()} for arm, scores in record["top1"].items()}
