@@ -13,5 +13,10 @@ from structinit_hf.cli import run_script, script_imports
 with script_imports():
     from structinit_hf.hub import push_parser, run_push
 
+
+def main(argv: list[str] | None = None) -> int:
+    return run_script(push_parser(), run_push, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(run_script(push_parser(), run_push))
+    sys.exit(main())

@@ -81,8 +81,12 @@ class _StructInitViTMixin:
         the folder without this package."""
         state_dict = self.timm_model.state_dict() if state_dict is None else state_dict
         state_dict = {key.removeprefix(f"{self.base_model_prefix}."): value for key, value in state_dict.items()}
-        labels = [str(self.config.id2label[i]) for i in range(self.timm_model.num_classes)] or None
-        built_with, self.config = self.config, stock_timm_config(self.timm_model, labels)
+        if hasattr(self.timm_model, "network_args"):
+            labels = [str(self.config.id2label[i]) for i in range(self.timm_model.num_classes)] or None
+            stock = stock_timm_config(self.timm_model, labels)
+        else:  # a stock timm network already (loaded from a stock folder): its config under the stock model_type
+            stock = TimmWrapperConfig.from_dict({**self.config.to_dict(), "model_type": TimmWrapperConfig.model_type})
+        built_with, self.config = self.config, stock
         try:
             return super().save_pretrained(save_directory, *args, state_dict=state_dict, **kwargs)
         finally:

@@ -310,6 +310,7 @@ def test_published_tag_offline_fails_with_a_clear_message(monkeypatch, tmp_path)
 def test_transformers_push_to_hub_uploads_the_stock_folder(online, no_xet, tmp_path, monkeypatch):
     """``model.push_to_hub`` of a model built with StructInitViTConfig (transformers' own upload, through
     save_pretrained) sends the stock timm_wrapper folder: config.json names a stock timm architecture, no code."""
+    import transformers.utils.hub
     from transformers import AutoModelForImageClassification
 
     from structinit_hf import StructInitViTConfig
@@ -317,8 +318,8 @@ def test_transformers_push_to_hub_uploads_the_stock_folder(online, no_xet, tmp_p
     config = StructInitViTConfig(model_args=dict(TINY, seed=1), num_labels=3)
     model = AutoModelForImageClassification.from_config(config)
     with FakeHub(token=TOKEN) as hub:
-        monkeypatch.setattr(hf_constants, "ENDPOINT", hub.url)
-        monkeypatch.setattr(huggingface_hub.hf_api.api, "endpoint", hub.url)  # the client behind create_repo & co.
+        # transformers uploads through its own shared client (transformers.utils.hub.hf_api()): point it here
+        monkeypatch.setattr(transformers.utils.hub, "_hf_api", huggingface_hub.HfApi(endpoint=hub.url))
         model.push_to_hub("my-org/tiny-impulse", token=TOKEN)
         files = hub.files("my-org/tiny-impulse")
         snapshot = hub.write_snapshot("my-org/tiny-impulse", tmp_path / "arrived")

@@ -150,19 +150,19 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, t
 
     cards = small_data.write_release_cards(saved, tmp_path / "model_cards", runs / "release", "org")
     assert set(cards) == {"default", "impulse3"}
-    card_dir = tmp_path / "model_cards" / "vit_tiny_p4d1_impulse3.cifar10-small"
+    card_dir = tmp_path / "model_cards" / "vit_tiny_p4d1_impulse3.cifar10"  # the sample's folder name
     assert cards["impulse3"] == card_dir / "README.md"
     assert sorted(p.name for p in card_dir.iterdir()) == ["README.md", "attention_init.png"]  # no weights in git
     card = cards["impulse3"].read_text()
     release = push_to_hub(
         saved["arms"]["impulse3"]["best_run"],
-        "org/vit_tiny_p4d1_impulse3.cifar10-small",
+        "org/vit_tiny_p4d1_impulse3.cifar10",
         dry_run=True,
         dataset_id="uoft-cs/cifar10",
     )
     assert card == release.card  # the card push_to_hub renders for that repo
     assert f"{saved['arms']['impulse3']['final_top1'][0]:.2f}" in card
-    staged = runs / "release" / "vit_tiny_p4d1_impulse3.cifar10-small"
+    staged = runs / "release" / "vit_tiny_p4d1_impulse3.cifar10"
     assert set(_files(staged)) == set(pushed.files)  # the exact folder push_to_hub uploads
     small_data.write_release_cards(saved, tmp_path / "model_cards", runs / "release", "org")  # reruns replace
     assert cards["impulse3"].read_text() == card
