@@ -285,7 +285,7 @@ def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
             "label": label,
             "sources": found,
             "recipe": _recipe(records),
-            "versions": sorted(set(_versions(records).values())),
+            "versions": sorted({v for (name, _), v in _versions(records).items() if name in SIZE_ARMS}),
             "seeds": seeds,
             "below_claim": any(arm["n"] < CLAIM_SEEDS for arm in setting["arms"].values()) or not setting["arms"],
             "seed_spread": {"per_arm": ranges, "largest": max(ranges.values()) if ranges else None},
