@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shlex
 import statistics
 import sys
 import time
@@ -160,7 +161,7 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         {arm.name: [path for a, _, path in runs if a is arm] for arm in arms},
         profile=profile,
         dataset_key="data",
-        command="structinit-hf compare " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["compare"] else sys.argv[1:]),
+        command=_command(args, out_dir),
         wall_clock_s=time.perf_counter() - start,
     )
     top1 = {arm.name: dict(zip(args.seeds, record["arms"][arm.name]["final_top1"], strict=True)) for arm in arms}
@@ -179,3 +180,19 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
     print(table)
     print(f"{out_dir}: results.json, curves.png (top-1 per epoch), compare.md, one run folder per init")
     return record
+
+
+def _command(args: argparse.Namespace, out_dir: Path) -> str:
+    """The ``compare`` command line that reruns this comparison (every flag spelled out)."""
+    words = ["structinit-hf", "compare"]
+    for name, value in {**vars(args), "output_dir": out_dir}.items():
+        values = (
+            value
+            if isinstance(value, list)
+            else [f"{k}={v}" for k, v in value.items()]
+            if isinstance(value, dict)
+            else [value]
+        )
+        if values:
+            words += [f"--{name.replace('_', '-')}", *map(str, values)]
+    return shlex.join(words)
