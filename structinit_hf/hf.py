@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+from timm.models import filter_pretrained_cfg
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -38,8 +39,8 @@ __all__ = [
     "stock_timm_config",
 ]
 
-# pretrained cfg keys that describe where a cfg came from, not the saved weights
-_SOURCE_KEYS = ("architecture", "tag", "url", "file", "hf_hub_id", "hf_hub_filename", "source", "state_dict")
+# pretrained cfg keys of the registered name, not of the saved weights (timm's filter drops the download sources)
+_NAME_KEYS = ("architecture", "tag", "state_dict")
 
 
 class StructInitViTConfig(TimmWrapperConfig):
@@ -125,7 +126,8 @@ def stock_timm_config(model: nn.Module, label_names: list[str] | None = None) ->
     labels = list(label_names) if label_names is not None else [f"LABEL_{i}" for i in range(model.num_classes)]
     if len(labels) != model.num_classes or len(set(labels)) != len(labels):
         raise ValueError(f"label_names must be {model.num_classes} unique names, got {labels}")
-    cfg = {k: v for k, v in model.pretrained_cfg.items() if k not in _SOURCE_KEYS and v is not None}
+    cfg = filter_pretrained_cfg(model.pretrained_cfg, remove_source=True)
+    cfg = {k: v for k, v in cfg.items() if k not in _NAME_KEYS}
     return TimmWrapperConfig(
         architecture=model.stock_architecture,
         model_args=dict(network_args),

@@ -324,9 +324,8 @@ def save_final_model(
     ``config.json`` keeps the init record of the checkpoint it came from (``structinit``) and names it
     (``fine_tuned_from``).
     """
-    extra = {"structinit": dict(init)} if init else {}
-    if fine_tuned_from is not None:
-        extra["fine_tuned_from"] = fine_tuned_from
+    # a fine-tuned model's own record is empty (loaded, not initialized): it carries its parent's
+    extra = {} if fine_tuned_from is None else {"structinit": dict(init or {}), "fine_tuned_from": fine_tuned_from}
 
     def write(folder: Path) -> None:
         network = model.model if isinstance(model, ClassifierLogits) else model
