@@ -9,12 +9,12 @@ Writes results.md, results.json and curves.png (default: benchmarks/small_data);
 import shlex
 import sys
 
-from structinit_hf.cli import run_script, script_imports
+from structinit_hf.train.commands import run_script, script_imports
 
 with script_imports():  # matplotlib draws the results at the end: a missing one stops here, before any training
     import matplotlib  # noqa: F401
 
-    from structinit_hf.benchmark import benchmark_parser, main
+    from structinit_hf.benchmark.small_data import benchmark_parser, main
 
 if __name__ == "__main__":
     command = shlex.join(["python", "scripts/benchmark_small_data.py", *sys.argv[1:]])

@@ -11,7 +11,7 @@
 4. Init health on real CIFAR-10 test images at the paper's architecture (32 px, patch 2, depth 12), for each
    benchmark arm named by ``--arms``: per block the spectral norm of W_q, the attention entropy as a share of
    uniform and, for impulse arms, the share of rows peaking on the impulse target
-   (:func:`structinit_hf.init_health.init_health`).
+   (:func:`structinit_hf.benchmark.attention.init_health`).
 
     python scripts/benchmark_solver.py --data ../shared/data/cifar10-small --out benchmarks/solver
 """
@@ -34,15 +34,16 @@ import timm
 import torch
 
 import structinit_hf
-from structinit_hf import impulse
-from structinit_hf.cli import UsageError, run_script, script_imports
-from structinit_hf.init import impulse_block_targets
-from structinit_hf.init_health import init_health
+from structinit_hf.benchmark.attention import init_health
+from structinit_hf.init import impulse, solvers
+from structinit_hf.init.apply import impulse_block_targets
+from structinit_hf.train.commands import run_script, script_imports
+from structinit_hf.train.errors import UsageError
 
 with script_imports():
     import datasets
 
-    from structinit_hf.benchmark import ALL_ARMS
+    from structinit_hf.benchmark.arms import ALL_ARMS
 
 HEALTH_ARMS = ("default", "mimetic", "impulse3", "impulse5", "impulse3-svd", "impulse5-svd", "v1", "v2")
 
@@ -60,7 +61,7 @@ def solver_rows(repeats: int) -> list[dict]:
             x, times = inputs[code], []
             for _ in range(1 if method == "adam" else repeats):
                 start = time.perf_counter()
-                q, k = impulse.solve_qk(x, shifts, 16, 64, method, qk_frobenius=7.0 if method == "pinv" else 0.0)
+                q, k = solvers.solve_qk(x, shifts, 16, 64, method, qk_frobenius=7.0 if method == "pinv" else 0.0)
                 times.append(time.perf_counter() - start)
             fidelity = impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)
             seconds = statistics.median(times)
@@ -132,7 +133,7 @@ def _large_grid_solve(method: str, kind: str, queue) -> None:
     x = impulse.pseudo_input(grid, dim, kind)
     shifts = torch.cat([impulse.impulse_shifts(3, 3, seed, grid) for seed in range(heads // 3)])
     start = time.perf_counter()
-    (q, k), peak = _peak_memory_growth(lambda: impulse.solve_qk(x, shifts, grid, head_dim, method))
+    (q, k), peak = _peak_memory_growth(lambda: solvers.solve_qk(x, shifts, grid, head_dim, method))
     seconds = time.perf_counter() - start
     targets = impulse.impulse_targets(grid, shifts[:3])
     fidelity = impulse.target_fidelity(impulse.attention_maps(x, q[:3], k[:3]), targets)

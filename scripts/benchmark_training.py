@@ -7,7 +7,7 @@ arms alike:
 - ``bare``: the model, AdamW, label-smoothed cross-entropy and gradient clipping on pre-made tensors
   already on the device; autocast and ``torch.compile`` as the mode says.  Images/s over ``steps`` steps
   after one untimed step (the compilation, for a compiled mode).
-- ``script``: :func:`structinit_hf.training.train` itself with ``--mixed-precision`` / ``--compile`` set by
+- ``script``: :func:`structinit_hf.train.loop.train` itself with ``--mixed-precision`` / ``--compile`` set by
   the mode and every other flag at its default (workers, pinned memory, input pipeline, the full
   augmentation recipe): two epochs of ``steps`` global batches of real images, images/s of the second
   epoch as its ``metrics.jsonl`` reports it (data loading included, compilation and warm-up excluded).
@@ -36,17 +36,19 @@ import torch
 from timm.optim import create_optimizer_v2
 from torch import nn
 
-from structinit_hf.cli import KeyValueAction, script_imports
+from structinit_hf.train.args import KeyValueAction
+from structinit_hf.train.commands import script_imports
 
 with script_imports():
     from accelerate.state import AcceleratorState, GradientState
 
-    from structinit_hf.data import load_image_classification, train_dataloader
-    from structinit_hf.evaluation import library_versions
-    from structinit_hf.loading import load_model, model_data_config
-    from structinit_hf.run_setup import device_defaults
-    from structinit_hf.tensor_data import training_datasets
-    from structinit_hf.training import train, training_parser
+    from structinit_hf.train.data import load_image_classification
+    from structinit_hf.train.dataloaders import train_dataloader
+    from structinit_hf.train.evaluation import library_versions
+    from structinit_hf.train.loading import load_model, model_data_config
+    from structinit_hf.train.loop import train, training_parser
+    from structinit_hf.train.run_setup import device_defaults
+    from structinit_hf.train.tensor_data import training_datasets
 
 MODES = {"fp32": ("no", False), "bf16": ("bf16", False), "bf16_compiled": ("bf16", True), "fp32_compiled": ("no", True)}
 

@@ -2,7 +2,7 @@
 
 For each regime (a folder of harness runs) and each init, reads the run ``<runs-dir>/<arm>-seed<k>``: the model
 rebuilt as it started (same name, kwargs and seed, as ``draw_run_attention`` does) and the trained ``final/``
-checkpoint, both measured with :func:`structinit_hf.plots.nonlocality` (ConViT's non-locality: the attention-weighted
+checkpoint, both measured with :func:`structinit_hf.benchmark.plots.nonlocality` (ConViT's non-locality: the attention-weighted
 query-key distance in patch units, averaged over queries, heads and images) on the first ``--num-images`` images of the
 split the run was scored on. Writes ``attention_distance.json``, ``.md`` and ``.png`` into ``--out-dir``.
 
@@ -22,15 +22,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from structinit_hf.cli import script_imports
+from structinit_hf.train.commands import script_imports
 
 with script_imports():
     import torch
 
     from structinit_hf.atomic import write_json, write_text
+    from structinit_hf.benchmark.plots import attention_distance, load_images, nonlocality, save_figure
     from structinit_hf.benchmark.runs import RUN_RESULTS
-    from structinit_hf.loading import load_model
-    from structinit_hf.plots import attention_distance, load_images, nonlocality, save_figure
+    from structinit_hf.train.loading import load_model
 
 ARMS = ("default", "mimetic", "impulse3")
 LABELS = {"default": "timm's default", "mimetic": "mimetic", "impulse3": "impulse 3x3"}
@@ -186,7 +186,7 @@ def main() -> int:
         label, _, runs_dir = spec.partition("=")
         regimes[label] = {arm: measure_run(Path(runs_dir) / f"{arm}-seed{args.seed}", args.num_images) for arm in ARMS}
     record = {
-        "description": "Attention distance (structinit_hf.plots.nonlocality: the attention-weighted query-key "
+        "description": "Attention distance (structinit_hf.benchmark.plots.nonlocality: the attention-weighted query-key "
         f"distance in patch units on the patch grid, averaged over queries, heads and the first "
         f"{args.num_images} test images) of the seed-{args.seed} runs of cpu-proxy-n5000 and its augmentation "
         "profiles; at init the model is rebuilt with the run's name, kwargs and seed, trained is the run's final "

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from structinit_hf.cli import script_imports
+from structinit_hf.train.commands import script_imports
 
 with script_imports():
     from structinit_hf.benchmark.campaign import write_campaign

@@ -6,10 +6,10 @@ accelerate launch scripts/evaluate.py --model runs/c10/final --dataset ../shared
 
 import sys
 
-from structinit_hf.cli import run_script, script_imports
+from structinit_hf.train.commands import run_script, script_imports
 
 with script_imports():
-    from structinit_hf.evaluation import evaluation_parser, run_evaluation
+    from structinit_hf.train.evaluation import evaluation_parser, run_evaluation
 
 if __name__ == "__main__":
     sys.exit(run_script(evaluation_parser(), run_evaluation))

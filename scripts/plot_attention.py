@@ -14,10 +14,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from structinit_hf.cli import KeyValueAction, UsageError, run_script, script_imports
+from structinit_hf.train.args import KeyValueAction
+from structinit_hf.train.commands import run_script, script_imports
+from structinit_hf.train.errors import UsageError
 
 with script_imports():
-    from structinit_hf.plots import draw_attention_pictures
+    from structinit_hf.benchmark.plots import draw_attention_pictures
 
 
 def attention_parser() -> argparse.ArgumentParser:

@@ -9,10 +9,10 @@ status 2 (``--debug`` shows the traceback).  See the "Training" section of the R
 
 import sys
 
-from structinit_hf.cli import run_script, script_imports
+from structinit_hf.train.commands import run_script, script_imports
 
 with script_imports():
-    from structinit_hf.training import train, training_parser
+    from structinit_hf.train.loop import train, training_parser
 
 if __name__ == "__main__":
     sys.exit(run_script(training_parser(), train))

@@ -2,9 +2,9 @@
 
 Importing the package registers its models with timm (``timm.list_models("*impulse*")``) and loads only what that
 needs (torch, timm). transformers reaches the models through its own ``TimmWrapperConfig``; this package's
-transformers names (:mod:`structinit_hf.hf`: ``StructInitViTConfig`` and its ``model_type`` ``structinit_vit``, the
+transformers names (:mod:`structinit_hf.models.timm_wrapper`: ``StructInitViTConfig`` and its ``model_type`` ``structinit_vit``, the
 format of 0.1 checkpoints) register with transformers as soon as both are imported, in either order, and
-:func:`save_checkpoint` loads on first use. The training application (``structinit_hf.training``, ``evaluation``,
+:func:`save_checkpoint` loads on first use. The training application (``structinit_hf.train.loop``, ``evaluation``,
 ``benchmark`` ...) needs the ``train`` extra.
 """
 
@@ -13,20 +13,22 @@ import importlib.util
 import sys
 from importlib import import_module
 
-from . import timm_models  # noqa: F401  (registers the models with timm)
-from .impulse import impulse_shifts, impulse_targets, pseudo_input, sincos_2d, solve_qk
-from .init import INIT_METHODS, ImpulseOptions, apply_structured_init
-from .mimetic import mimetic_qk, mimetic_vo
-from .timm_models import StructInitVisionTransformer
+from .init.apply import apply_structured_init
+from .init.impulse import impulse_shifts, impulse_targets, pseudo_input, sincos_2d
+from .init.mimetic import mimetic_qk, mimetic_vo
+from .init.options import INIT_METHODS, ImpulseOptions
+from .init.solvers import solve_qk
+from .models import vision_transformer  # noqa: F401  (registers the models with timm)
+from .models.vision_transformer import StructInitVisionTransformer
 
 __version__ = "0.2.0"
 
 # loaded on first use: they import transformers, which a timm user does not need
 _LAZY = {
-    "StructInitViTConfig": "hf",
-    "StructInitViTForImageClassification": "hf",
-    "StructInitViTModel": "hf",
-    "save_checkpoint": "export",
+    "StructInitViTConfig": "models.timm_wrapper",
+    "StructInitViTForImageClassification": "models.timm_wrapper",
+    "StructInitViTModel": "models.timm_wrapper",
+    "save_checkpoint": "models.export",
 }
 
 __all__ = [
@@ -71,7 +73,7 @@ class _RegisterWithTransformers(importlib.abc.MetaPathFinder):
         def exec_then_register(module) -> None:
             exec_module(module)
             try:
-                import_module(".hf", __name__)
+                import_module(".models.timm_wrapper", __name__)
             except ImportError:  # a transformers without TimmWrapper: the names fail on first use, saying why
                 pass
 
@@ -80,6 +82,6 @@ class _RegisterWithTransformers(importlib.abc.MetaPathFinder):
 
 
 if "transformers" in sys.modules:  # transformers already loaded: register model_type structinit_vit now
-    import_module(".hf", __name__)
+    import_module(".models.timm_wrapper", __name__)
 elif importlib.util.find_spec("transformers") is not None:
     sys.meta_path.insert(0, _RegisterWithTransformers())

@@ -16,14 +16,14 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from .cli import run_script, script_imports
+from .train.commands import run_script, script_imports
 
 # command -> (module, parser factory, function), imported only when the command runs
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "compare": ("structinit_hf.benchmark.compare_inits", "compare_parser", "compare_inits"),
-    "train": ("structinit_hf.training", "training_parser", "train"),
-    "evaluate": ("structinit_hf.evaluation", "evaluation_parser", "run_evaluation"),
-    "push-to-hub": ("structinit_hf.hub", "push_parser", "run_push"),
+    "train": ("structinit_hf.train.loop", "training_parser", "train"),
+    "evaluate": ("structinit_hf.train.evaluation", "evaluation_parser", "run_evaluation"),
+    "push-to-hub": ("structinit_hf.train.hub", "push_parser", "run_push"),
 }
 
 

@@ -12,7 +12,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from structinit_hf.data import SAMPLE_DATASETS  # noqa: E402
+from structinit_hf.train.data import SAMPLE_DATASETS
 
 torch.set_num_threads(1)  # test tensors are tiny: threads cost more than they give
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from structinit_hf.cli import USAGE_EXIT_STATUS, UsageError, check_kwarg_types, did_you_mean, run_script
+from structinit_hf.train.commands import run_script
+from structinit_hf.train.errors import USAGE_EXIT_STATUS, UsageError, check_kwarg_types, did_you_mean
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +115,7 @@ def test_benchmark_scripts_exit_2_with_one_line(tmp_path, script, argv, message)
 
 def test_model_kwargs_are_parsed_as_literals_with_strings_as_fallback():
     """Catches --model-kwargs values left as strings ('3' for depth) or bare words rejected."""
-    from structinit_hf.training import training_parser
+    from structinit_hf.train.loop import training_parser
 
     args = training_parser().parse_args(["--model-kwargs", "depth=3", "pseudo_input=learned", "sharpness=None"])
     assert args.model_kwargs == {"depth": 3, "pseudo_input": "learned", "sharpness": None}
@@ -122,7 +123,7 @@ def test_model_kwargs_are_parsed_as_literals_with_strings_as_fallback():
 
 def test_model_kwargs_word_without_equals_is_a_usage_error(capsys):
     """Catches timm's ParseKwargs behaviour: a word without '=' ended in a ValueError traceback from parse_args."""
-    from structinit_hf.training import training_parser
+    from structinit_hf.train.loop import training_parser
 
     with pytest.raises(SystemExit) as exit_info:
         training_parser().parse_args(["--model-kwargs", '{"depth": 3}'])
@@ -168,7 +169,7 @@ def test_keyword_types_follow_the_annotations_of_the_function_that_takes_them():
 @pytest.mark.parametrize("model", ["vit_tiny_impulse3", "vit_tiny_patch16_224", "convit_tiny_patch2_32"])
 def test_the_keywords_users_pass_are_not_refused(model):
     """Catches the check refusing what timm builds: sizes as an int or (h, w), rates, pools, init options."""
-    from structinit_hf.loading import check_model_kwargs
+    from structinit_hf.train.loading import check_model_kwargs
 
     common = dict(img_size=32, patch_size=4, drop_path_rate=0.1, num_classes=10)
     vit = dict(global_pool="avg", class_token=False)

@@ -15,20 +15,17 @@ import pytest
 import torch
 from PIL import Image
 
-from structinit_hf.cli import UsageError
-from structinit_hf.data import (
-    EpochShuffleSampler,
-    TransformedImages,
-    build_transform,
+from structinit_hf.train.data import (
     ensure_hub_reachable,
     find_columns,
     load_image_classification,
     load_raw_dataset,
-    seeded_random_state,
     stratified_split,
 )
-from structinit_hf.tensor_augment import TensorEvalTransform, TensorRandAugment, TensorTrainTransform
-from structinit_hf.tensor_data import DecodedImages, decode_split
+from structinit_hf.train.dataloaders import EpochShuffleSampler, TransformedImages, build_transform, seeded_random_state
+from structinit_hf.train.errors import UsageError
+from structinit_hf.train.tensor_augment import TensorEvalTransform, TensorRandAugment, TensorTrainTransform
+from structinit_hf.train.tensor_data import DecodedImages, decode_split
 
 NAMES = ["cat", "dog", "frog"]
 

@@ -15,9 +15,10 @@ import torch
 from PIL import Image
 from transformers import DeiTImageProcessor, ViTConfig, ViTForImageClassification
 
-from structinit_hf.cli import run_script
-from structinit_hf.evaluation import eval_transform, evaluation_parser, load_model, model_data_config, run_evaluation
-from structinit_hf.variants import CIFAR10_MEAN, CIFAR10_STD
+from structinit_hf.models.variants import CIFAR10_MEAN, CIFAR10_STD
+from structinit_hf.train.commands import run_script
+from structinit_hf.train.evaluation import evaluation_parser, run_evaluation
+from structinit_hf.train.loading import eval_transform, load_model, model_data_config
 
 REPO = Path(__file__).resolve().parents[1]
 MEAN, STD = 0.4, 0.2

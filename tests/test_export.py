@@ -16,8 +16,8 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification, Ti
 from without_package import run_without_package
 
 import structinit_hf
-from structinit_hf import export
-from structinit_hf.variants import TIMM_VARIANTS
+from structinit_hf.models import export
+from structinit_hf.models.variants import TIMM_VARIANTS
 
 LABELS = [f"class_{i}" for i in range(10)]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from structinit_hf import extras
+from structinit_hf.train import args as run_args
+from structinit_hf.train import commands
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,21 +59,20 @@ def test_a_script_without_its_extra_says_which_to_install_in_one_line(tmp_path, 
 
 
 def test_only_modules_of_an_extra_count_as_a_missing_extra():
-    assert extras.extra_for("matplotlib.pyplot") == "bench" and extras.extra_for("PIL.Image") == "train"
-    assert extras.missing_extra_message(ModuleNotFoundError(name="structinit_hf.typo"), "x.py") is None
-    assert extras.missing_extra_message(ModuleNotFoundError(name=None), "x.py") is None
-    assert extras.missing_extra_message(ModuleNotFoundError(name="matplotlib"), "x.py") == (
+    assert commands.extra_for("matplotlib.pyplot") == "bench" and commands.extra_for("PIL.Image") == "train"
+    assert commands.missing_extra_message(ModuleNotFoundError(name="structinit_hf.typo"), "x.py") is None
+    assert commands.missing_extra_message(ModuleNotFoundError(name=None), "x.py") is None
+    assert commands.missing_extra_message(ModuleNotFoundError(name="matplotlib"), "x.py") == (
         "x.py needs matplotlib (the 'bench' extra): pip install 'structinit-hf[bench]'"
     )
     # torchvision is installed, one of its modules is not: an old version, not a missing extra (keeps its traceback)
-    assert extras.missing_extra_message(ModuleNotFoundError(name="torchvision.no_such_part"), "x.py") is None
+    assert commands.missing_extra_message(ModuleNotFoundError(name="torchvision.no_such_part"), "x.py") is None
 
 
 def test_report_to_tensorboard_without_it_is_refused_not_dropped(monkeypatch, capsys):
     """accelerate drops a tracker whose package is missing with a debug log: the run would write no logs, silently."""
-    from structinit_hf import run_args
-    from structinit_hf.cli import run_script
-    from structinit_hf.training import training_parser
+    from structinit_hf.train.commands import run_script
+    from structinit_hf.train.loop import training_parser
 
     monkeypatch.setattr(run_args, "find_spec", lambda name: None if name == "tensorboard" else object())
     monkeypatch.setattr(sys, "argv", ["scripts/train.py"])

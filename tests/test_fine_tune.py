@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 from tiny_runs import REPO, image_folder, run, script_env, synthetic_args, synthetic_dataset, weights
 from transformers import AutoModelForImageClassification
 
-from structinit_hf import training
+from structinit_hf.train import loop
 
 pytestmark = pytest.mark.slow  # trains
 
@@ -39,7 +39,7 @@ def _fine_tune(parent: SimpleNamespace, out: Path, *extra: str) -> dict:
 FIRST_STEP_TRAIN = """
 import os, runpy, sys
 from safetensors.torch import save_file
-import structinit_hf.training as training
+import structinit_hf.train.loop as training
 
 train_one_epoch = training.train_one_epoch
 
@@ -86,7 +86,7 @@ def test_a_checkpoint_fine_tunes_on_other_classes(parent, tmp_path):
 
 def test_the_same_labels_keep_the_head(parent, tmp_path, monkeypatch):
     heads = []
-    monkeypatch.setattr(training, "train_one_epoch", lambda run_, epoch: heads.append(run_.model.head.weight.clone()))
+    monkeypatch.setattr(loop, "train_one_epoch", lambda run_, epoch: heads.append(run_.model.head.weight.clone()))
     with pytest.raises(TypeError):  # the patched epoch returns nothing: the run stops after the first call
         run(synthetic_args(parent.root / "data", tmp_path / "C", "--model", str(parent.final)))
     torch.testing.assert_close(heads[0], weights(parent.final)["head.weight"], rtol=0, atol=0)

@@ -22,7 +22,9 @@ from transformers import (
 )
 
 import structinit_hf
-from structinit_hf import StructInitViTConfig, StructInitViTForImageClassification, impulse, init, variants
+from structinit_hf import StructInitViTConfig, StructInitViTForImageClassification
+from structinit_hf.init import impulse, options
+from structinit_hf.models import variants
 
 # a tiny network for every name: 16 px, patch 2 (8 x 8 grid), 32 wide, 2 heads, 2 blocks
 TINY_ARGS = dict(img_size=16, patch_size=2, embed_dim=32, depth=2, num_heads=2)
@@ -33,13 +35,13 @@ OLD_RELEASE = Path(__file__).parent / "data" / "structinit_vit_0.1"
 def solver_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the attention init's runs (``apply_structured_init`` as the model class calls it)."""
     calls: list[int] = []
-    apply = structinit_hf.timm_models.apply_structured_init
+    apply = structinit_hf.models.vision_transformer.apply_structured_init
 
     def counted(*args, **kwargs):
         calls.append(1)
         return apply(*args, **kwargs)
 
-    monkeypatch.setattr(structinit_hf.timm_models, "apply_structured_init", counted)
+    monkeypatch.setattr(structinit_hf.models.vision_transformer, "apply_structured_init", counted)
     return calls
 
 
@@ -193,7 +195,7 @@ def _stock_vit_first_layer_maps() -> tuple[torch.Tensor, torch.Tensor]:
     )
     torch.manual_seed(0)
     model = structinit_hf.apply_structured_init(  # the svd construction: its rows peak on target by design
-        ViTForImageClassification(config), "impulse", **{**init.SVD_DEFAULTS, "kernel_size": 3, "seed": 1}
+        ViTForImageClassification(config), "impulse", **{**options.SVD_DEFAULTS, "kernel_size": 3, "seed": 1}
     ).eval()
     with torch.no_grad():
         maps = model(torch.rand(4, 3, 16, 16), output_attentions=True).attentions[0]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from structinit_hf import impulse, solvers
-from structinit_hf.init import PINV_DEFAULTS, SVD_DEFAULTS
+from structinit_hf.init import impulse, solvers
+from structinit_hf.init.options import PINV_DEFAULTS, SVD_DEFAULTS
 
 
 def brute_force_targets(h: int, w: int, dy: int, dx: int) -> torch.Tensor:
@@ -108,7 +108,7 @@ def small_problem(kernel_size: int = 3, grid=GRID, dim: int = 64, heads: int = 4
 @pytest.mark.parametrize("kernel_size", [1, 3, 5])
 def test_svd_solver_hits_every_target_on_a_non_square_grid(kernel_size: int) -> None:
     x, shifts, targets, head_dim = small_problem(kernel_size)
-    q, k = impulse.solve_qk(x, shifts, GRID, head_dim, sharpness=0.8)
+    q, k = solvers.solve_qk(x, shifts, GRID, head_dim, sharpness=0.8)
     assert q.shape == k.shape == (4, 64, head_dim)
     fidelity = impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)
     assert fidelity["hit_rate"] == 1.0
@@ -145,9 +145,9 @@ def test_svd_solves_each_distinct_shift_once(monkeypatch) -> None:
         return core(u, grid, target, valid)
 
     monkeypatch.setattr(solvers, "_logit_target_core", counting)
-    q, k = impulse.solve_qk(x, repeated, GRID, head_dim)
+    q, k = solvers.solve_qk(x, repeated, GRID, head_dim)
     assert set(solved_heads) == {len(torch.unique(shifts[:3], dim=0))}
-    alone_q, alone_k = impulse.solve_qk(x, shifts[:3], GRID, head_dim)
+    alone_q, alone_k = solvers.solve_qk(x, shifts[:3], GRID, head_dim)
     torch.testing.assert_close(q, alone_q[[0, 1, 0, 2, 1, 0]], rtol=0, atol=1e-6)
     torch.testing.assert_close(k, alone_k[[0, 1, 0, 2, 1, 0]], rtol=0, atol=1e-6)
 
@@ -155,11 +155,11 @@ def test_svd_solves_each_distinct_shift_once(monkeypatch) -> None:
 def test_shift_solver_is_mimetic_for_the_centre_and_points_elsewhere_at_the_impulse() -> None:
     """Catches the shift construction drifting from mimetic init's form and scale (its centre-shift case must be
     mimetic's Q K^T exactly), or a map that sends tokens anywhere but to their impulse target."""
-    from structinit_hf.mimetic import mimetic_qk
+    from structinit_hf.init.mimetic import mimetic_qk
 
     grid = (8, 8)
     x = impulse.pseudo_input(grid, 32, "gaussian", seed=1)  # 64 tokens span all 32 directions: P = I
-    q, k = impulse.solve_qk(x, torch.zeros(2, 2, dtype=torch.long), grid, 16, "shift", seed=3)
+    q, k = solvers.solve_qk(x, torch.zeros(2, 2, dtype=torch.long), grid, 16, "shift", seed=3)
     mimetic_q, mimetic_k = mimetic_qk(32, 2, 16, seed=3)
     torch.testing.assert_close(q @ k.transpose(1, 2), mimetic_q @ mimetic_k.transpose(1, 2), rtol=0, atol=1e-5)
 
@@ -168,7 +168,7 @@ def test_shift_solver_is_mimetic_for_the_centre_and_points_elsewhere_at_the_impu
     shifts = impulse.impulse_shifts(4, 3, 0, grid)
     targets = impulse.impulse_targets(grid, shifts)
     shifted = impulse.target_fidelity(
-        impulse.attention_maps(x, *impulse.solve_qk(x, shifts, grid, 16, "shift")), targets
+        impulse.attention_maps(x, *solvers.solve_qk(x, shifts, grid, 16, "shift")), targets
     )
     plain = impulse.target_fidelity(impulse.attention_maps(x, *mimetic_qk(48, 4, 16)), targets)
     assert shifted["hit_rate"] > 0.9 and shifted["target_mass"] > 10 * plain["target_mass"]
@@ -178,7 +178,7 @@ def test_sharpness_sets_the_mass_on_target() -> None:
     x, shifts, targets, head_dim = small_problem()
     masses = []
     for sharpness in (0.3, 0.6, 0.95):
-        q, k = impulse.solve_qk(x, shifts, GRID, head_dim, sharpness=sharpness)
+        q, k = solvers.solve_qk(x, shifts, GRID, head_dim, sharpness=sharpness)
         masses.append(impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)["target_mass"])
     assert masses == pytest.approx([0.3, 0.6, 0.95], abs=2e-3)
 
@@ -190,26 +190,26 @@ def test_adam_reference_learns_the_impulses_on_a_small_grid() -> None:
     shifts = impulse.impulse_shifts(2, 3, 0, grid)
     targets = impulse.impulse_targets(grid, shifts)
     before = impulse.target_fidelity(
-        impulse.attention_maps(x, *impulse.solve_qk(x, shifts, grid, 16, "adam", steps=1)), targets
+        impulse.attention_maps(x, *solvers.solve_qk(x, shifts, grid, 16, "adam", steps=1)), targets
     )
-    q, k = impulse.solve_qk(x, shifts, grid, 16, "adam")  # the paper's full 10,000-step recipe
+    q, k = solvers.solve_qk(x, shifts, grid, 16, "adam")  # the paper's full 10,000-step recipe
     after = impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)
     assert after["hit_rate"] >= 0.9 and after["hit_rate"] > before["hit_rate"]
     assert after["target_mass"] > 2 * before["target_mass"]
-    svd = impulse.target_fidelity(impulse.attention_maps(x, *impulse.solve_qk(x, shifts, grid, 16)), targets)
+    svd = impulse.target_fidelity(impulse.attention_maps(x, *solvers.solve_qk(x, shifts, grid, 16)), targets)
     assert svd["hit_rate"] >= after["hit_rate"]
 
 
 def test_solvers_are_deterministic_under_a_seed() -> None:
     x, shifts, _, head_dim = small_problem()
     torch.testing.assert_close(
-        impulse.solve_qk(x, shifts, GRID, head_dim), impulse.solve_qk(x, shifts, GRID, head_dim), rtol=0, atol=0
+        solvers.solve_qk(x, shifts, GRID, head_dim), solvers.solve_qk(x, shifts, GRID, head_dim), rtol=0, atol=0
     )
-    first = impulse.solve_qk(x, shifts, GRID, head_dim, "adam", steps=50, seed=3)
+    first = solvers.solve_qk(x, shifts, GRID, head_dim, "adam", steps=50, seed=3)
     torch.manual_seed(123)  # the global RNG must not matter
-    again = impulse.solve_qk(x, shifts, GRID, head_dim, "adam", steps=50, seed=3)
+    again = solvers.solve_qk(x, shifts, GRID, head_dim, "adam", steps=50, seed=3)
     torch.testing.assert_close(first, again, rtol=0, atol=0)
-    assert not torch.equal(first[0], impulse.solve_qk(x, shifts, GRID, head_dim, "adam", steps=50, seed=4)[0])
+    assert not torch.equal(first[0], solvers.solve_qk(x, shifts, GRID, head_dim, "adam", steps=50, seed=4)[0])
 
 
 # (norm, sum of entries weighted by cos(index)) of Q_h K_h^T, all heads, on a 6x7 grid, dim 64, 4 heads of width 16,
@@ -247,7 +247,7 @@ def test_every_solver_keeps_its_pre_refactor_output(case) -> None:
     x = impulse.pseudo_input(grid, 64, kind, seed=kernel_size)
     shifts = impulse.impulse_shifts(4, kernel_size, kernel_size, grid)
     options = {"svd": {}, "adam": dict(seed=2, steps=30)}.get(method, dict(seed=2))
-    q, k = impulse.solve_qk(x, shifts, grid, 16, method, qk_frobenius=7.0 if method == "pinv" else 0.0, **options)
+    q, k = solvers.solve_qk(x, shifts, grid, 16, method, qk_frobenius=7.0 if method == "pinv" else 0.0, **options)
     norm, weighted = PRE_REFACTOR_QK[case]
     assert qk_fingerprint(q, k) == pytest.approx((norm, weighted), abs=1e-5 * norm)
 
@@ -305,7 +305,7 @@ def test_solution_stays_inside_the_basis() -> None:
     hidden = torch.randn(64, 6, generator=torch.Generator().manual_seed(0))
     basis = impulse.complement_basis(64, exact=hidden)
     assert basis.shape == (64, 58)
-    q, k = impulse.solve_qk(x, shifts, GRID, head_dim, basis=basis)
+    q, k = solvers.solve_qk(x, shifts, GRID, head_dim, basis=basis)
     torch.testing.assert_close(torch.einsum("dm,hde->hme", hidden, q), torch.zeros(4, 6, head_dim), atol=1e-4, rtol=0)
     torch.testing.assert_close(torch.einsum("dm,hde->hme", hidden, k), torch.zeros(4, 6, head_dim), atol=1e-4, rtol=0)
 
@@ -323,22 +323,22 @@ def test_complement_basis_caps_approximate_directions() -> None:
 
 def test_solver_keeps_dtype() -> None:
     x, shifts, _, head_dim = small_problem()
-    q, k = impulse.solve_qk(x.double(), shifts, GRID, head_dim)
+    q, k = solvers.solve_qk(x.double(), shifts, GRID, head_dim)
     assert q.dtype == k.dtype == torch.float64
 
 
 def test_solver_rejects_bad_arguments() -> None:
     x, shifts, _, head_dim = small_problem()
     with pytest.raises(ValueError, match=r"unknown solver 'lbfgs'; expected one of svd, adam, pinv, shift"):
-        impulse.solve_qk(x, shifts, GRID, head_dim, "lbfgs")
+        solvers.solve_qk(x, shifts, GRID, head_dim, "lbfgs")
     with pytest.raises(ValueError, match=r"sharpness .* must be in \(0, 1\), got 1.5"):
-        impulse.solve_qk(x, shifts, GRID, head_dim, sharpness=1.5)
+        solvers.solve_qk(x, shifts, GRID, head_dim, sharpness=1.5)
     with pytest.raises(ValueError, match=r"shifts must be a \(heads, 2\) integer tensor"):
-        impulse.solve_qk(x, shifts.flatten(), GRID, head_dim)
+        solvers.solve_qk(x, shifts.flatten(), GRID, head_dim)
     with pytest.raises(ValueError, match="one row per token of the 5x5 grid"):
-        impulse.solve_qk(x, shifts, (5, 5), head_dim)
+        solvers.solve_qk(x, shifts, (5, 5), head_dim)
     with pytest.raises(TypeError, match="steps"):
-        impulse.solve_qk(x, shifts, GRID, head_dim, "svd", steps=3)  # an option of another solver
+        solvers.solve_qk(x, shifts, GRID, head_dim, "svd", steps=3)  # an option of another solver
 
 
 def test_learned_pseudo_input_is_timms_position_embedding_draw() -> None:
@@ -363,7 +363,7 @@ def test_pinv_solver_peaks_on_the_target_at_the_requested_norm(qk_frobenius: flo
     x = impulse.pseudo_input(8, 64, "learned", seed=0)
     shifts = impulse.impulse_shifts(2, 3, grid_size=8, order="centre-first")
     targets = impulse.impulse_targets(8, shifts)
-    q, k = impulse.solve_qk(x, shifts, 8, 32, "pinv", qk_frobenius=qk_frobenius)
+    q, k = solvers.solve_qk(x, shifts, 8, 32, "pinv", qk_frobenius=qk_frobenius)
     torch.testing.assert_close(q.flatten(1).norm(dim=1), torch.full((2,), qk_frobenius))
     torch.testing.assert_close(k.flatten(1).norm(dim=1), torch.full((2,), qk_frobenius))
     assert impulse.target_fidelity(impulse.attention_maps(x, q, k), targets)["hit_rate"] > 0.9

@@ -7,9 +7,11 @@ import timm
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
-from structinit_hf import apply_structured_init, impulse, mimetic_qk, mimetic_vo
-from structinit_hf.attention_maps import block_fidelity, timm_attention_maps
-from structinit_hf.init import PINV_DEFAULTS, SVD_DEFAULTS, impulse_block_targets
+from structinit_hf import apply_structured_init, mimetic_qk, mimetic_vo
+from structinit_hf.benchmark.attention import block_fidelity, timm_attention_maps
+from structinit_hf.init import impulse, solvers
+from structinit_hf.init.apply import impulse_block_targets
+from structinit_hf.init.options import PINV_DEFAULTS, SVD_DEFAULTS
 
 SVD = SVD_DEFAULTS  # the "svd" closed form (the defaults): tests of its content suppression spell it out
 PINV = PINV_DEFAULTS  # v2's closed form and scale with random shifts
@@ -71,9 +73,9 @@ def test_query_key_biases_are_zeroed_and_position_code_written() -> None:
 def test_impulse_solve_runs_once_for_all_blocks(monkeypatch) -> None:
     """Catches a solve per block (12 factorisations of one pseudo input) or a shared solve fitting every block."""
     heads = []
-    real = impulse.solve_qk
+    real = solvers.solve_qk
     monkeypatch.setattr(
-        impulse, "solve_qk", lambda x, targets, *a, **k: heads.append(len(targets)) or real(x, targets, *a, **k)
+        solvers, "solve_qk", lambda x, targets, *a, **k: heads.append(len(targets)) or real(x, targets, *a, **k)
     )
     apply_structured_init(tiny_vit(depth=3), "impulse", per_layer=False)
     apply_structured_init(tiny_vit(depth=3), "impulse", per_layer=True)
@@ -158,7 +160,7 @@ def test_prefix_tokens_do_not_outscore_the_targets() -> None:
 
 def test_presets_fix_their_options_and_refuse_a_clash() -> None:
     """Catches a preset that silently takes a conflicting option, or one that drops an option it fixes."""
-    from structinit_hf.init import PRESETS, ImpulseOptions
+    from structinit_hf.init.options import PRESETS, ImpulseOptions
 
     v2 = ImpulseOptions(preset="v2", seed=3)
     assert {name: getattr(v2, name) for name in PRESETS["v2"]} == PRESETS["v2"] and v2.seed == 3
@@ -196,7 +198,7 @@ def test_timm_models_record_the_preset_and_train_v2s_position_embedding() -> Non
 def test_pinv_construction_starts_soft_but_on_target() -> None:
     """Catches the pinv construction (v2's scale, random shifts) turning as sharp as the svd one (Q/K norm ~21 at the
     paper's size) or losing the pattern: block 1 must peak on the target for most rows while keeping attention soft."""
-    from structinit_hf.init_health import init_health
+    from structinit_hf.benchmark.attention import init_health
 
     torch.manual_seed(0)
     model = apply_structured_init(tiny_vit(class_token=False, global_pool="avg").eval(), "impulse", seed=1, **PINV)

@@ -9,8 +9,9 @@ import torch
 from timm.models.vision_transformer import VisionTransformer
 
 from structinit_hf import apply_structured_init
-from structinit_hf.init import SVD_DEFAULTS, impulse_block_targets
-from structinit_hf.init_health import attention_entropy, init_health, qk_spectral_norms
+from structinit_hf.benchmark.attention import attention_entropy, init_health, qk_spectral_norms
+from structinit_hf.init.apply import impulse_block_targets
+from structinit_hf.init.options import SVD_DEFAULTS
 
 
 def tiny_vit(**kwargs) -> VisionTransformer:

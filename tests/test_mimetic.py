@@ -51,7 +51,7 @@ def test_vo_product_is_minus_identity_plus_noise() -> None:
 def test_low_rank_factors_choose_the_factorisation_by_the_kept_share() -> None:
     """Catches the partial factorisation (ViT-Small/-Base heads) drifting far from the SVD's best rank-r fit, the
     full-rank route losing the product, or either becoming seed- or run-dependent."""
-    from structinit_hf.mimetic import low_rank_factors
+    from structinit_hf.init.mimetic import low_rank_factors
 
     generator = torch.Generator().manual_seed(0)
     targets = 0.7 * torch.randn(2, 256, 256, generator=generator) / 16 + 0.7 * torch.eye(256)

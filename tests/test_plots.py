@@ -13,10 +13,9 @@ from reference_attention import recomputed_attention
 from timm.models.convit import GPSA
 
 import structinit_hf  # noqa: F401  (registers the models)
-from structinit_hf import plots
-from structinit_hf.attention_maps import patch_attention_maps
-from structinit_hf.export import save_checkpoint
-from structinit_hf.plots import (
+from structinit_hf.benchmark import plots
+from structinit_hf.benchmark.attention import patch_attention_maps
+from structinit_hf.benchmark.plots import (
     attention_distance,
     default_blocks,
     draw_attention_pictures,
@@ -25,7 +24,8 @@ from structinit_hf.plots import (
     plot_attention_figure,
     plot_nonlocality,
 )
-from structinit_hf.training import save_timm_folder
+from structinit_hf.models.export import save_checkpoint
+from structinit_hf.train.loop import save_timm_folder
 
 TINY = {"img_size": 16, "patch_size": 4}
 

@@ -25,8 +25,8 @@ from tiny_runs import (
     weights,
 )
 
-from structinit_hf.cli import UsageError
-from structinit_hf.run_lock import LOCK_FILE, acquire_run_lock
+from structinit_hf.train.errors import UsageError
+from structinit_hf.train.run_folder import LOCK_FILE, acquire_run_lock
 
 pytestmark = pytest.mark.slow  # every test here trains, most in subprocesses
 
@@ -93,7 +93,7 @@ def test_resume_refuses_changed_settings_and_accepts_harmless_ones(tmp_path) -> 
 def test_resume_refuses_a_checkpoint_whose_weights_do_not_fit_the_model(tmp_path, monkeypatch) -> None:
     """Catches a resume after the model code changed (same flags, other parameters) failing inside the optimizer
     load with torch's 'parameter group doesn't match' instead of a message naming the parameters and what to do."""
-    from structinit_hf import run_setup
+    from structinit_hf.train import run_setup
 
     dataset = synthetic_dataset(tmp_path / "data")
     out = tmp_path / "run"
@@ -122,7 +122,7 @@ def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_bloc
         held.release()
     assert not out.exists(), "a refused run left a folder behind"
 
-    code = f"from structinit_hf.run_lock import acquire_run_lock; import os, signal; acquire_run_lock({str(out)!r}); "
+    code = f"from structinit_hf.train.run_folder import acquire_run_lock; import os, signal; acquire_run_lock({str(out)!r}); "
     done = subprocess.run([sys.executable, "-c", code + "os.kill(os.getpid(), signal.SIGKILL)"], env=script_env())
     assert done.returncode == -signal.SIGKILL
     dead = json.loads((out / LOCK_FILE).read_text())["pid"]

@@ -10,7 +10,7 @@ import pytest
 import torch
 from tiny_runs import REPO, run, synthetic_args, synthetic_dataset, weights
 
-from structinit_hf.training import train, training_parser
+from structinit_hf.train.loop import train, training_parser
 
 
 @pytest.mark.slow
@@ -18,7 +18,7 @@ def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys) -> None:
     """Catches a misspelt model keyword that surfaces as timm's TypeError (no suggestion), a model checked only
     after the images are read (the corrupt image would be reported instead), a traceback without --debug, and a
     corrupt image found mid-epoch (after metrics or checkpoints were written) instead of before the first step."""
-    from structinit_hf.cli import run_script
+    from structinit_hf.train.commands import run_script
 
     dataset = synthetic_dataset(tmp_path / "data", bad_row=3)
     argv = synthetic_args(dataset, tmp_path / "run")
@@ -53,7 +53,7 @@ def test_skip_bad_images_trains_without_them_and_says_how_many(tmp_path, capsys)
 def test_device_defaults_follow_the_device_and_explicit_settings_win(monkeypatch) -> None:
     """Catches GPU defaults leaking onto CPU (results would change), a CUDA run left at fp32 / no workers / eager,
     fp16 not chosen where bf16 is unsupported, and a flag or accelerate config overridden by the defaults."""
-    from structinit_hf.run_setup import DeviceDefaults, device_defaults
+    from structinit_hf.train.run_setup import DeviceDefaults, device_defaults
 
     args = training_parser().parse_args([])
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)

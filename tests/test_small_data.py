@@ -12,22 +12,23 @@ import timm
 import torch
 from timm.models.convit import GPSA, ConVit
 
-from structinit_hf import benchmark as small_data
-from structinit_hf.benchmark import (
+from structinit_hf.benchmark import runs as benchmark_runs
+from structinit_hf.benchmark import small_data
+from structinit_hf.benchmark.arms import (
+    ABLATION_ARMS,
     ARMS,
     PROFILES,
     BenchmarkDataset,
-    aggregate_runs,
+    Profile,
     arm_model_kwargs,
-    render_results_markdown,
-    run_benchmark,
     select_arms,
-    train_argv,
-    write_outputs,
+    study_arm_names,
 )
-from structinit_hf.benchmark import runs as benchmark_runs
-from structinit_hf.hub import push_to_hub
-from structinit_hf.plots import nonlocality
+from structinit_hf.benchmark.plots import nonlocality
+from structinit_hf.benchmark.report import aggregate_runs, render_results_markdown, write_outputs, write_release_cards
+from structinit_hf.benchmark.runs import run_dir_for, train_argv
+from structinit_hf.benchmark.small_data import run_benchmark
+from structinit_hf.train.hub import push_to_hub
 
 TINY_ARCHITECTURE = {"img_size": 16, "patch_size": 4, "depth": 1}
 TINY_RECIPE = {
@@ -40,7 +41,7 @@ TINY_RECIPE = {
 }
 
 
-def tiny_profile(data: Path | str = "data", seeds: tuple[int, ...] = (0,)) -> small_data.Profile:
+def tiny_profile(data: Path | str = "data", seeds: tuple[int, ...] = (0,)) -> Profile:
     return replace(
         PROFILES["cpu"],
         datasets={"c10": BenchmarkDataset(str(data), None, "cifar10", "uoft-cs/cifar10")},
@@ -58,10 +59,10 @@ def test_the_main_arms_are_registered_models() -> None:
     assert [arm.name for arm in select_arms(["impulse3", "default"])] == ["impulse3", "default"]
     with pytest.raises(ValueError, match="impulse7"):
         select_arms(["impulse7"])
-    ablation = select_arms(small_data.study_arm_names("ablation"))
+    ablation = select_arms(study_arm_names("ablation"))
     assert [arm.name for arm in ablation[:4]] == ["default", "mimetic", "impulse3", "impulse3-v0"]
     with pytest.raises(ValueError, match="unknown study 'sweep'"):
-        small_data.study_arm_names("sweep")
+        study_arm_names("sweep")
     with pytest.raises(ValueError, match="repeat"):
         select_arms(["default", "default"])
 
@@ -148,7 +149,7 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, t
     assert "model.safetensors" in pushed.files and pushed.commit_url is None
     assert "attention_init.png" in pushed.files  # drawn for each arm's best run, shown by the model card
 
-    cards = small_data.write_release_cards(saved, tmp_path / "model_cards", runs / "release", "org")
+    cards = write_release_cards(saved, tmp_path / "model_cards", runs / "release", "org")
     assert set(cards) == {"default", "impulse3"}
     card_dir = tmp_path / "model_cards" / "vit_tiny_p4d1_impulse3.cifar10"  # the sample's folder name
     assert cards["impulse3"] == card_dir / "README.md"
@@ -164,7 +165,7 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, t
     assert f"{saved['arms']['impulse3']['final_top1'][0]:.2f}" in card
     staged = runs / "release" / "vit_tiny_p4d1_impulse3.cifar10"
     assert set(_files(staged)) == set(pushed.files)  # the exact folder push_to_hub uploads
-    small_data.write_release_cards(saved, tmp_path / "model_cards", runs / "release", "org")  # reruns replace
+    write_release_cards(saved, tmp_path / "model_cards", runs / "release", "org")  # reruns replace
     assert cards["impulse3"].read_text() == card
 
     def must_not_train(*args, **kwargs):
@@ -178,8 +179,8 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, t
 @pytest.mark.slow
 def test_ablation_arms_change_one_setting_and_pin_the_rest() -> None:
     """Each ablation arm spells out every impulse setting, so moving a package default leaves its runs valid."""
-    first = small_data.ABLATION_ARMS["impulse3-v0"].model_kwargs
-    for arm in small_data.ABLATION_ARMS.values():
+    first = ABLATION_ARMS["impulse3-v0"].model_kwargs
+    for arm in ABLATION_ARMS.values():
         assert arm.model == "vit_tiny_impulse3" and set(arm.model_kwargs) >= set(first)
         model = timm.create_model(arm.model, **arm_model_kwargs(arm, tiny_profile()))
         settings = {key: model.structinit_settings[key] for key in arm.model_kwargs}
@@ -191,7 +192,7 @@ def test_ablation_arms_change_one_setting_and_pin_the_rest() -> None:
 def test_a_finished_run_with_other_arguments_is_refused(tmp_path, monkeypatch) -> None:
     profile, arm = tiny_profile(), ARMS["impulse3"]
     spec = profile.datasets["c10"]
-    run = small_data.run_dir_for(tmp_path, arm, 0)
+    run = run_dir_for(tmp_path, arm, 0)
     fake_run(run, arm.model, 0, [30.0], 30.0)
     old_argv = train_argv(profile, ARMS["default"], 0, spec, run) + ["--resume", "latest"]
     (run / "benchmark_run.json").write_text(json.dumps({"argv": old_argv}))

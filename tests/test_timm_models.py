@@ -9,7 +9,8 @@ from safetensors.torch import save_file
 from timm.data import IMAGENET_DEFAULT_MEAN
 
 import structinit_hf  # noqa: F401  (registers the models)
-from structinit_hf import impulse, variants
+from structinit_hf.init import impulse, solvers
+from structinit_hf.models import variants
 
 TINY = dict(img_size=16, patch_size=2, depth=1)  # an 8x8 patch grid fits the 5x5 kernel
 OUR_NAMES = [
@@ -90,7 +91,7 @@ def test_pretrained_with_a_local_file_loads_and_never_solves(tmp_path, monkeypat
     path = tmp_path / "model.safetensors"
     save_file(trained.state_dict(), str(path))
     calls = []
-    monkeypatch.setattr(impulse, "solve_qk", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(solvers, "solve_qk", lambda *a, **k: calls.append(1))
     loaded = timm.create_model(
         "vit_tiny_impulse3", pretrained=True, pretrained_cfg_overlay=dict(file=str(path)), **TINY
     )

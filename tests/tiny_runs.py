@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
-from structinit_hf.training import train, training_parser
+from structinit_hf.train.loop import train, training_parser
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = [
@@ -78,7 +78,7 @@ KILLING_TRAIN = """
 import os, runpy, shutil, signal, sys, time
 from pathlib import Path
 import accelerate
-import structinit_hf.checkpoints, structinit_hf.training
+import structinit_hf.train.checkpoints, structinit_hf.train.loop
 
 point, calls = os.environ["KILL_AT"], []
 
@@ -107,7 +107,7 @@ def pause(*args, **kwargs):
 if point == "checkpoint-write":  # the model is in the temporary folder, the trainer state not yet
     kill_when(accelerate.Accelerator, "save_state", nth_call(1), after=True)
 elif point.startswith("after-checkpoint-"):  # checkpoint N renamed into place, older ones not yet deleted
-    kill_when(structinit_hf.checkpoints, "swap_in_folder", nth_call(int(point.split("-")[-1])), after=True)
+    kill_when(structinit_hf.train.checkpoints, "swap_in_folder", nth_call(int(point.split("-")[-1])), after=True)
 elif point == "checkpoint-delete":  # an old checkpoint renamed away, not yet removed
     kill_when(shutil, "rmtree", lambda path, *a, **k: ".deleted-" in str(path))
 elif point == "final-swap-in":  # final/ staged, not yet renamed into place
@@ -115,7 +115,7 @@ elif point == "final-swap-in":  # final/ staged, not yet renamed into place
 elif point == "final-swap-aside":  # between the renames: the old final/ moved aside, the new one not yet in
     kill_when(os, "replace", lambda src, dst: Path(src).name == "final", after=True)
 elif point == "pause":  # set up, run folder locked, before the first epoch
-    structinit_hf.training.train_one_epoch = pause
+    structinit_hf.train.loop.train_one_epoch = pause
 sys.argv = [os.environ["TRAIN_SCRIPT"], *sys.argv[1:]]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

@@ -23,20 +23,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..options import PINV_DEFAULTS, SHIFT_DEFAULTS, SVD_DEFAULTS
+from ..init.options import PINV_DEFAULTS, SHIFT_DEFAULTS, SVD_DEFAULTS
 
 __all__ = [
     "ABLATION_ARMS",
     "ABLATION_REFERENCES",
     "ALL_ARMS",
     "ARMS",
-    "DIAGNOSIS_ARMS",
-    "PAPER_TABLE2",
-    "PROFILES",
-    "STUDIES",
     "Arm",
     "BenchmarkDataset",
+    "CONVIT_GPSA_SHARE",
+    "CONVIT_HEADS",
+    "DIAGNOSIS_ARMS",
+    "FIRST_IMPULSE_DEFAULTS",
+    "PAPER_TABLE2",
+    "PROFILES",
     "Profile",
+    "STUDIES",
     "arm_model_kwargs",
     "select_arms",
     "study_arm_names",
@@ -71,6 +74,7 @@ ARMS: dict[str, Arm] = {
     )
 }
 
+
 # The impulse settings first released (chosen from init-time fidelity alone), spelled out so the ablation's
 # runs stay the same runs when the package defaults move (``value_init``, added after them, was "default").
 FIRST_IMPULSE_DEFAULTS: dict[str, Any] = {
@@ -81,6 +85,7 @@ FIRST_IMPULSE_DEFAULTS: dict[str, Any] = {
     "suppress_content": True,
     "patch_embed_scale": 0.5,
 }
+
 
 # The ablation (``--study ablation``): impulse 3x3 with one setting changed at a time from the first defaults,
 # plus the paper's own solve; the main study's ``default``, ``mimetic`` and ``impulse3`` (today's defaults) runs
@@ -135,6 +140,8 @@ ABLATION_ARMS: dict[str, Arm] = {
         ),
     )
 }
+
+
 # The patch-2 diagnosis (issue 11), on the cpu-proxy profiles: the 0.1 defaults with one of v2's choices each.
 DIAGNOSIS_ARMS: dict[str, Arm] = {
     arm.name: arm
@@ -192,9 +199,16 @@ DIAGNOSIS_ARMS: dict[str, Arm] = {
         ),
     )
 }
+
+
 ABLATION_REFERENCES = ("default", "mimetic", "impulse3")
+
+
 ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS, **DIAGNOSIS_ARMS}  # every arm --arms accepts
+
+
 STUDIES = ("main", "ablation")
+
 
 # The paper's Table 2 (top-1 %, ViT-Tiny, 200 epochs), for reference beside our own numbers.
 PAPER_TABLE2: dict[str, dict[str, float]] = {
@@ -306,6 +320,8 @@ PROFILES: dict[str, Profile] = {
         "clip 3; one run at a time on the full dataset from the Hub.",
     ),
 }
+
+
 PROFILES["cpu-proxy-eps1e-3"] = replace(
     PROFILES["cpu-proxy"],
     name="cpu-proxy-eps1e-3",
@@ -314,6 +330,8 @@ PROFILES["cpu-proxy-eps1e-3"] = replace(
     "update whose gradient is small against 1e-3: timm's default init barely trains, and the impulse init comes "
     "out ahead of it, the reverse of the GPU run at width 192 (README). Kept as the record of that finding.",
 )
+
+
 PROFILES["cpu-proxy-eps1e-3-short"] = replace(
     PROFILES["cpu-proxy-eps1e-3"],
     name="cpu-proxy-eps1e-3-short",
@@ -326,6 +344,8 @@ PROFILES["cpu-proxy-eps1e-3-short"] = replace(
     "35-100%): about 13 minutes a run. Like its parent it does not rank the inits as the GPU does (README). Kept as "
     "the record of that finding.",
 )
+
+
 # The small-data campaign (issue 20): cpu-proxy at fewer training images and with longer training. Compute rule:
 # the same 10 epochs at every size (fewer steps at fewer images); everything else is cpu-proxy's.
 PROFILES["cpu-proxy-n2500"] = replace(
@@ -337,6 +357,8 @@ PROFILES["cpu-proxy-n2500"] = replace(
     "cpu-proxy's). The smallest size of the campaign's data-size comparison (issue 20); all 10,000 test images "
     "scored.",
 )
+
+
 PROFILES["cpu-proxy-n5000"] = replace(
     PROFILES["cpu-proxy"],
     name="cpu-proxy-n5000",
@@ -344,6 +366,8 @@ PROFILES["cpu-proxy-n5000"] = replace(
     notes="cpu-proxy on 5,000 training images: the same 10 epochs, batch 256 and 1 warm-up epoch (about 20 steps "
     "an epoch, 200 in all). The middle size of the campaign's data-size comparison (issue 20).",
 )
+
+
 PROFILES["cpu-proxy-n5000-randaug"] = replace(
     PROFILES["cpu-proxy-n5000"],
     name="cpu-proxy-n5000-randaug",
@@ -352,6 +376,8 @@ PROFILES["cpu-proxy-n5000-randaug"] = replace(
     "square crops and flip. Only the augmentation differs from cpu-proxy-n5000: the campaign's augmentation "
     "comparison at 5,000 images.",
 )
+
+
 PROFILES["cpu-proxy-n5000-mixcut"] = replace(
     PROFILES["cpu-proxy-n5000"],
     name="cpu-proxy-n5000-mixcut",
@@ -360,6 +386,8 @@ PROFILES["cpu-proxy-n5000-mixcut"] = replace(
     "two per batch, with label smoothing 0.1 on the mixed targets) on top of the square crops and flip. Only the "
     "augmentation differs from cpu-proxy-n5000: the campaign's augmentation comparison at 5,000 images.",
 )
+
+
 PROFILES["cpu-proxy-n2500-long"] = replace(
     PROFILES["cpu-proxy-n2500"],
     name="cpu-proxy-n2500-long",
@@ -370,7 +398,10 @@ PROFILES["cpu-proxy-n2500-long"] = replace(
     "10-against-50-epoch comparison (issue 20).",
 )
 
+
 CONVIT_GPSA_SHARE = 10 / 12  # ConViT-Tiny: 10 of its 12 blocks are GPSA; kept when the depth changes
+
+
 CONVIT_HEADS = 4  # convit_tiny_patch2_32's heads when the profile does not set num_heads
 
 

@@ -20,14 +20,26 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json, write_text
-from ..plots import save_figure
+from .plots import save_figure
 
 __all__ = [
     "ALIASES",
     "AUGMENT_SIZE",
+    "BENCH",
+    "CLAIM_SEEDS",
+    "LABELS",
+    "LENGTH_SIZE",
     "LENGTH_SOURCES",
+    "MAIN_ARMS",
+    "RECIPE_KEYS",
+    "REFERENCES",
     "REGIMES",
+    "REGIME_REFERENCE",
+    "RERUN_SOURCES",
+    "SIZE_ARMS",
     "SIZE_SOURCES",
+    "SIZE_TABLE_ARMS",
+    "TIE_RULE",
     "build_augmentation",
     "build_campaign",
     "compare",
@@ -35,12 +47,15 @@ __all__ = [
     "merge_scores",
     "paired_differences",
     "plot_augmentation",
+    "plot_sizes",
     "render_campaign_markdown",
     "spread",
     "write_campaign",
 ]
 
 BENCH = "benchmarks/small_data"
+
+
 # Training-set size -> the records holding cpu-proxy-family runs at that size (10 epochs each), as glob patterns under
 # the repository root. 25,000 is cpu-proxy: seeds 0 and 1 from the previous sessions' records, later seeds and arms
 # from the campaign's, one folder per batch of runs (seed2-<arm>/, seed<k>/).
@@ -53,31 +68,59 @@ SIZE_SOURCES: dict[int, tuple[str, ...]] = {
         f"{BENCH}/cpu-proxy-cifar10/seed*/results.json",
     ),
 }
+
+
 LENGTH_SIZE = 2_500
+
+
 LENGTH_SOURCES: dict[int, tuple[str, ...]] = {  # epochs -> records at LENGTH_SIZE images
     10: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
     50: (f"{BENCH}/cpu-proxy-n2500-long-cifar10/seed*/results.json",),
 }
+
+
 # Augmentation regimes at AUGMENT_SIZE images (10 epochs, everything else the size table's): key -> (label, records).
 # Crop + flip is the size table's own setting at that size, read from the same records.
 AUGMENT_SIZE = 5_000
+
+
 REGIMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "crop-flip": ("crop + flip", SIZE_SOURCES[AUGMENT_SIZE]),
     "randaug": ("RandAugment m9", (f"{BENCH}/cpu-proxy-n5000-randaug-cifar10/seed*/results.json",)),
     "mixcut": ("Mixup 0.8 + CutMix 1.0", (f"{BENCH}/cpu-proxy-n5000-mixcut-cifar10/seed*/results.json",)),
 }
+
+
 REGIME_REFERENCE = "crop-flip"
+
+
 # The reference regime's runs trained again (same command, another runs folder, for their checkpoints): how far a
 # repeat of an identical run lands from the committed one.
 RERUN_SOURCES = (f"{BENCH}/cpu-proxy-n5000-rerun-cifar10/seed*/results.json",)
+
+
 RECIPE_KEYS = ("aa", "mixup", "cutmix", "hflip", "scale")  # the recorded train options that tell the regimes apart
+
+
 CLAIM_SEEDS = 3  # seeds an accuracy claim needs
+
+
 # The shift 3x3 runs made before `shift` became impulse3's default were recorded under this arm name (same settings).
 ALIASES = {"impulse3-shift": "impulse3"}
+
+
 SIZE_ARMS = ("default", "mimetic", "impulse3")
+
+
 SIZE_TABLE_ARMS = (*SIZE_ARMS, "convit")  # the rows of the 2,500 and 5,000 tables: the inits, then ConViT beside them
+
+
 MAIN_ARMS = ("default", "mimetic", "impulse3", "impulse5", "v1", "v2", "kaiming", "convit", "impulse5-svd")
+
+
 REFERENCES = ("default", "mimetic")
+
+
 LABELS = {
     "default": "timm's default (trunc normal)",
     "mimetic": "mimetic",
@@ -89,6 +132,8 @@ LABELS = {
     "convit": "ConViT (GPSA)",
     "impulse5-svd": "impulse 5x5, `svd` (the 0.1 default)",
 }
+
+
 TIE_RULE = (
     "An init is called ahead of (or behind) a reference only when it is ahead (behind) on every paired seed and the "
     "mean paired difference is larger than the seed spread: the largest max-min range, over the same seeds, of "

@@ -26,18 +26,23 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
-from ..cli import KeyValueAction, UsageError
-from ..data import SAMPLE_DATASETS, VALIDATION_SPLITS, dataset_source, load_raw_dataset
-from ..training import train, training_parser
+from ..train.args import KeyValueAction
+from ..train.data import SAMPLE_DATASETS, VALIDATION_SPLITS, dataset_source, load_raw_dataset
+from ..train.errors import UsageError
+from ..train.loop import train, training_parser
 from .arms import ALL_ARMS, PROFILES, BenchmarkDataset, Profile, select_arms
 from .campaign import LABELS, compare
 from .report import aggregate_runs, write_outputs
 from .runs import RUN_LOG, RUN_RESULTS, train_argv
 
-__all__ = ["PROFILE", "compare_inits", "compare_parser", "render_table"]
+__all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "compare_inits", "compare_parser", "render_table"]
 
 PROFILE = PROFILES["cpu-proxy-n2500"]  # the defaults: the CPU proxy at 2,500 training images
+
+
 DEFAULT_ARMS = ("default", "mimetic", "impulse3")
+
+
 RECIPE_FLAGS = ("epochs", "max_train_samples", "batch_size", "aa", "mixup", "cutmix")  # what compare lets a user set
 
 

@@ -12,11 +12,11 @@ from typing import Any
 import torch
 
 from ..atomic import replace_folder, write_json, write_text
-from ..hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
-from ..init_health import attention_entropy
-from ..loading import load_model
-from ..plots import load_images, plot_attention_figure, save_figure
+from ..train.hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
+from ..train.loading import load_model
 from .arms import ALL_ARMS, PAPER_TABLE2, Profile
+from .attention import attention_entropy
+from .plots import load_images, plot_attention_figure, save_figure
 from .runs import RUN_RESULTS, RUN_SPECIFIC_ARGS, RUN_TIMING, flag_values, is_finished
 
 ENTROPY_IMAGES = 32  # images behind each run's attention-entropy figure in results.md
@@ -39,7 +39,7 @@ def draw_run_attention(run_dir: Path, num_images: int = 16) -> Path:
 
 def trained_attention_entropy(run_dir: Path, num_images: int = ENTROPY_IMAGES) -> list[float] | None:
     """Per block, the trained model's attention entropy as a share of uniform on the first ``num_images`` images of
-    the split the run was scored on (:func:`~structinit_hf.init_health.attention_entropy`): near 0 means the
+    the split the run was scored on (:func:`~structinit_hf.benchmark.attention.attention_entropy`): near 0 means the
     attention collapsed onto single keys. ``None`` for a model that is not a timm ViT or ConViT, or no ``final/``."""
     run_dir = Path(run_dir)
     if not (run_dir / "final").is_dir():

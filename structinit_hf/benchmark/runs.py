@@ -20,17 +20,27 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json
-from ..options import ImpulseOptions
-from ..timm_models import IMPULSE_KWARGS
+from ..init.options import ImpulseOptions
+from ..models.vision_transformer import IMPULSE_KWARGS
 from .arms import Arm, BenchmarkDataset, Profile, arm_model_kwargs
 
 RUN_RESULTS = "results.json"
+
+
 RUN_LOG = "train.log"
+
+
 RUN_TIMING = "benchmark_run.json"
+
+
 BENCHMARK_CLOCK = "wall_clock.json"  # per study: wall_clock-ablation.json for the ablation
+
+
 RUN_SPECIFIC_ARGS = ("model", "model_kwargs", "seed", "output_dir", "resume", "dataset", "dataset_config")
+
+
 # scripts/train.py, run as ``python -c`` so the benchmark needs no checkout of the scripts folder
-TRAIN_ENTRY = "from structinit_hf.training import train, training_parser; train(training_parser().parse_args())"
+TRAIN_ENTRY = "from structinit_hf.train.loop import train, training_parser; train(training_parser().parse_args())"
 
 
 def flag_values(name: str, value: Any) -> list[str]:

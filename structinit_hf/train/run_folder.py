@@ -1,14 +1,21 @@
 """The output folder of a training run: its default name, its lock, the checkpoint it resumes from, its metrics.
 
-Before a model is built or an image read, the main process takes ``run.lock`` (:mod:`structinit_hf.run_lock`),
+Before a model is built or an image read, the main process takes ``run.lock`` (:mod:`structinit_hf.train.run_folder`),
 clears what a killed run left behind, and a resumed checkpoint's recorded settings are compared with this run's.
 Once the run is prepared, :func:`start_run_state` restores the checkpoint's state and cuts the metrics back to it
-(:mod:`structinit_hf.checkpoints` describes the folder).
+(:mod:`structinit_hf.train.checkpoints` describes the folder).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from accelerate import Accelerator, PartialState
@@ -26,10 +33,17 @@ from .checkpoints import (
     resume_point,
     run_settings,
 )
-from .cli import UsageError
-from .run_lock import RunLock, acquire_run_lock
+from .errors import UsageError
 
-__all__ = ["default_output_dir", "lock_run_folder", "open_run_folder", "start_run_state"]
+__all__ = [
+    "LOCK_FILE",
+    "RunLock",
+    "acquire_run_lock",
+    "default_output_dir",
+    "lock_run_folder",
+    "open_run_folder",
+    "start_run_state",
+]
 
 
 def default_output_dir(args: argparse.Namespace) -> Path:
@@ -107,3 +121,75 @@ def start_run_state(
         config={k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in vars(args).items()},
     )
     return state
+
+
+LOCK_FILE = "run.lock"
+
+
+@dataclass
+class RunLock:
+    """A held ``run.lock``: release it when the run ends (the kernel does if the process dies first)."""
+
+    path: Path
+    fd: int | None
+    created_folder: bool = False  # the run made the output folder: a run that wrote nothing leaves none
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)  # while still locked: no other run holds this file yet
+        finally:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+        if self.created_folder:
+            try:
+                self.path.parent.rmdir()  # only if empty
+            except OSError:
+                pass
+
+
+def _holder(path: Path) -> str:
+    """``pid 1234 (started 2026-11-23 20:41:07 UTC on host, `python scripts/train.py ...`)`` from the lock file."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "another process (its lock file is being written)"
+    command = " ".join(record.get("command", []))
+    if len(command) > 160:
+        command = command[:157] + "..."
+    return f"pid {record.get('pid')} (started {record.get('started')} on {record.get('host')}, `{command}`)"
+
+
+def acquire_run_lock(output_dir: Path) -> RunLock:
+    """Take ``output_dir/run.lock`` for this process, or raise :class:`UsageError` naming the live run holding it."""
+    output_dir = Path(output_dir)
+    created = not output_dir.exists()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / LOCK_FILE
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(
+                f"{output_dir} is in use by a live training run, {_holder(path)}; wait for it to finish or stop it "
+                f"(kill <pid>), then rerun with --resume latest, or pass another --output-dir"
+            ) from None
+        try:
+            same_file = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same_file = False  # the previous holder removed it between our open and our lock
+        if same_file:
+            break
+        os.close(fd)
+    record = {
+        "pid": os.getpid(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "host": socket.gethostname(),
+        "command": [Path(sys.executable).name, *sys.argv],
+    }
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+    return RunLock(path, fd, created)

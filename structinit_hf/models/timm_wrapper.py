@@ -1,13 +1,13 @@
 """The transformers route: transformers' own timm wrapper, reaching this package's names.
 
 Every folder a model of this package is saved to (``save_pretrained``, ``Trainer.save_model``, ``push_to_hub``,
-:func:`~structinit_hf.export.save_checkpoint`) is a stock ``timm_wrapper`` folder: it loads in stock transformers
+:func:`~structinit_hf.models.export.save_checkpoint`) is a stock ``timm_wrapper`` folder: it loads in stock transformers
 and stock timm without this package, and ``AutoImageProcessor`` / ``pipeline`` read it from the folder alone.
 
 With ``structinit_hf`` imported, ``TimmWrapperConfig(architecture="vit_tiny_impulse3", model_args={...})`` builds
 the model through ``AutoModelForImageClassification.from_config`` and keeps its init: transformers re-draws every
 ``nn.Linear`` after construction, then calls the timm model's ``init_non_persistent_buffers()``, which runs the
-model's own init again (:class:`~structinit_hf.timm_models.StructInitVisionTransformer`). ``from_pretrained`` builds
+model's own init again (:class:`~structinit_hf.models.vision_transformer.StructInitVisionTransformer`). ``from_pretrained`` builds
 on the meta device, where no init runs, and loads the weights.
 
 :class:`StructInitViTConfig` is that config under this package's ``model_type`` (``structinit_vit``), defaulting to
@@ -32,12 +32,7 @@ from transformers import (
     TimmWrapperModel,
 )
 
-__all__ = [
-    "StructInitViTConfig",
-    "StructInitViTForImageClassification",
-    "StructInitViTModel",
-    "stock_timm_config",
-]
+__all__ = ["StructInitViTConfig", "StructInitViTForImageClassification", "StructInitViTModel", "stock_timm_config"]
 
 # pretrained cfg keys of the registered name, not of the saved weights (timm's filter drops the download sources)
 _NAME_KEYS = ("architecture", "tag", "state_dict")
@@ -78,7 +73,7 @@ class _StructInitViTMixin:
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, state_dict=None, **kwargs):
         """transformers' ``save_pretrained`` under the stock config, with timm's state-dict keys (no ``timm_model.``
-        prefix, as :func:`~structinit_hf.export.save_checkpoint` writes them): stock transformers and stock timm load
+        prefix, as :func:`~structinit_hf.models.export.save_checkpoint` writes them): stock transformers and stock timm load
         the folder without this package."""
         state_dict = self.timm_model.state_dict() if state_dict is None else state_dict
         state_dict = {key.removeprefix(f"{self.base_model_prefix}."): value for key, value in state_dict.items()}
@@ -107,7 +102,11 @@ class StructInitViTForImageClassification(_StructInitViTMixin, TimmWrapperForIma
 
 
 AutoConfig.register(StructInitViTConfig.model_type, StructInitViTConfig, exist_ok=True)
+
+
 AutoModel.register(StructInitViTConfig, StructInitViTModel, exist_ok=True)
+
+
 AutoModelForImageClassification.register(StructInitViTConfig, StructInitViTForImageClassification, exist_ok=True)
 
 

@@ -7,6 +7,7 @@ auto-augment policy timm cannot parse, a batch that does not split into equal mi
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 from importlib.util import find_spec
 from typing import Any
@@ -14,11 +15,13 @@ from typing import Any
 import timm.optim
 from timm.data.auto_augment import augment_and_mix_transform, auto_augment_transform, rand_augment_transform
 
-from .cli import UsageError, did_you_mean
+from .errors import UsageError, did_you_mean
 
-__all__ = ["MAX_BATCH", "MAX_SEED", "check_run_args"]
+__all__ = ["KeyValueAction", "MAX_BATCH", "MAX_SEED", "check_run_args"]
 
 MAX_BATCH = 2**20  # images per optimizer step: far beyond any recipe
+
+
 MAX_SEED = 2**32 - 1  # numpy's seed range (accelerate's set_seed seeds numpy too)
 
 
@@ -98,3 +101,23 @@ def _check_auto_augment(policy: str) -> None:
             "rand-m<M>[-n<N>][-mstd<S>][-inc<0|1>] (e.g. rand-m9-mstd0.5), augmix-m<M>[-w<W>][-d<D>], original, "
             "originalr, v0, v0r, 3a"
         ) from None
+
+
+class KeyValueAction(argparse.Action):
+    """``--model-kwargs depth=3 pseudo_input=learned`` as a dict: values read as Python literals, else strings.
+
+    timm's ``ParseKwargs`` does the same but ends a word without ``=`` in a ``ValueError`` traceback from
+    inside ``parse_args``; here it is argparse's own one-line usage error (exit status 2).
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        kwargs = {}
+        for word in values:
+            key, sep, text = word.partition("=")
+            if not sep or not key:
+                parser.error(f"{option_string}: {word!r} is not key=value (for example depth=3 kernel_size=5)")
+            try:
+                kwargs[key] = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                kwargs[key] = text  # a bare word such as pseudo_input=learned
+        setattr(namespace, self.dest, kwargs)

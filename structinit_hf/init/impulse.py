@@ -8,8 +8,8 @@ and key weights ``Q_h, K_h`` (``D x d_h``) are solved so that, on a positional p
 
     softmax(X Q_h K_h^T X^T / sqrt(d_h))  ~  H_h                                      (paper eq. 5)
 
-This module has no timm or transformers import: the adapters in :mod:`structinit_hf.init` call it.
-:func:`solve_qk` and :data:`SOLVERS` are re-exported from :mod:`structinit_hf.solvers`.
+This module has no timm or transformers import: the adapters in :mod:`structinit_hf.init.apply` call it.
+:func:`solve_qk` and :data:`SOLVERS` are re-exported from :mod:`structinit_hf.init.solvers`.
 """
 
 from __future__ import annotations
@@ -19,30 +19,37 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .solvers import SOLVERS, _generator, as_grid, shift_index, solve_qk
+from .solvers import _generator, as_grid, shift_index
 
 __all__ = [
+    "CENTRE_FIRST_CELLS",
+    "Grid",
+    "LAYER_NORM_EPS",
     "PSEUDO_INPUTS",
     "SHIFT_ORDERS",
-    "SOLVERS",
     "attention_maps",
     "complement_basis",
     "impulse_logit_targets",
     "impulse_shifts",
     "impulse_targets",
     "pseudo_input",
-    "shift_index",
     "sincos_2d",
-    "solve_qk",
     "target_fidelity",
     "validate_kernel_size",
 ]
 
 PSEUDO_INPUTS = ("sincos", "uniform", "gaussian", "sincos+uniform", "sincos+gaussian", "learned")
+
+
 SHIFT_ORDERS = ("random", "centre-first")
+
+
 # the authors' NeurIPS 2025 code gives head i the cell CENTRE_FIRST_CELLS[i % 9] of the 3x3 window (row-major)
 CENTRE_FIRST_CELLS = (4, 1, 5, 3, 7, 0, 2, 6, 8)
+
+
 LAYER_NORM_EPS = 1e-6  # timm's ViT LayerNorm eps, so the pseudo input matches what a block sees
+
 
 Grid = tuple[int, int]
 

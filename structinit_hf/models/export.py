@@ -15,8 +15,8 @@ import torch
 from safetensors.torch import save_file
 from transformers import TimmWrapperPreTrainedModel
 
-from .atomic import replace_folder
-from .hf import stock_timm_config
+from ..atomic import replace_folder
+from .timm_wrapper import stock_timm_config
 
 __all__ = ["save_checkpoint", "write_checkpoint"]
 

@@ -3,7 +3,7 @@
 :class:`StructInitVisionTransformer` is timm's ``VisionTransformer`` with a named attention init run by its
 ``init_weights`` (after timm's own), and a fixed position code kept as a persistent buffer. One builder
 (:func:`_create_vit`), one cfg table and one short function per name, as in timm's ``vision_transformer.py``;
-each name's geometry, init and pretrained cfg come from :data:`~structinit_hf.variants.TIMM_VARIANTS`.
+each name's geometry, init and pretrained cfg come from :data:`~structinit_hf.models.variants.TIMM_VARIANTS`.
 A checkpoint has stock timm's keys and loads into stock ``VisionTransformer``; the init never runs on the meta
 device or when weights are loaded.
 """
@@ -27,18 +27,40 @@ from timm.models.convit import ConVit
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 from torch import nn
 
-from .impulse import sincos_2d
-from .init import apply_structured_init
-from .options import INIT_METHODS, ImpulseOptions
+from ..init.apply import apply_structured_init
+from ..init.impulse import sincos_2d
+from ..init.options import INIT_METHODS, ImpulseOptions
 from .variants import CIFAR10_DATA, TIMM_VARIANTS, check_geometry, pretrained_cfg, to_pair
 
-__all__ = ["HUB_CHECKPOINTS", "IMPULSE_KWARGS", "POS_EMBEDS", "StructInitVisionTransformer", "init_settings"]
+__all__ = [
+    "HUB_CHECKPOINTS",
+    "IMPULSE_KWARGS",
+    "POS_EMBEDS",
+    "StructInitVisionTransformer",
+    "convit_tiny_patch2_32",
+    "default_cfgs",
+    "init_settings",
+    "vit_base_impulse3_patch16_224",
+    "vit_mimetic",
+    "vit_small_impulse3_patch16_224",
+    "vit_tiny_impulse3",
+    "vit_tiny_impulse3_patch16_224",
+    "vit_tiny_impulse5",
+    "vit_tiny_mimetic",
+    "vit_tiny_patch2_32",
+]
 
 # a stock timm name per width; exported checkpoints name it, with the model_args that rebuild the exact network
 _STOCK_VIT_NAMES = {192: "vit_tiny_patch16_224", 384: "vit_small_patch16_224", 768: "vit_base_patch16_224"}
+
+
 # builder and runtime keywords that do not shape a network (kept out of an export's model_args)
 _NOT_NETWORK_ARGS = ("num_classes", "device", "dtype", "cache_dir", "pretrained_cfg", "features_only", "out_indices")
+
+
 IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # kernel_size, seed, pseudo_input, ...
+
+
 POS_EMBEDS = ("sincos", "learn", "none")
 
 
@@ -62,7 +84,7 @@ def init_settings(attention_init: str, options: dict[str, Any]) -> dict[str, Any
 class StructInitVisionTransformer(VisionTransformer):
     """timm's ``VisionTransformer`` whose attention starts from ``attention_init``.
 
-    ``attention_init`` is ``"impulse"`` (keyword options: the fields of :class:`~structinit_hf.init.ImpulseOptions`),
+    ``attention_init`` is ``"impulse"`` (keyword options: the fields of :class:`~structinit_hf.init.options.ImpulseOptions`),
     ``"mimetic"`` (``seed``) or ``"default"`` (timm's init only). ``pos_embed="sincos"`` is the paper's fixed 2-D
     sin-cos code, a persistent buffer (every parameter trains; the ``pos_embed`` key stays, so stock timm loads the
     checkpoint); it is a parameter when the init writes a learned-style code (``pseudo_input="learned"``, v2).
@@ -163,7 +185,7 @@ def _input_cfg(model_args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _create_vit(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitVisionTransformer:
-    """Build the registered ``variant`` from its entry in :data:`~structinit_hf.variants.TIMM_VARIANTS`.
+    """Build the registered ``variant`` from its entry in :data:`~structinit_hf.models.variants.TIMM_VARIANTS`.
 
     With ``pretrained=True`` the weights are loaded and the attention init does not run.
     """
@@ -221,6 +243,7 @@ default_cfgs = generate_default_cfgs(
         "convit_tiny_patch2_32": pretrained_cfg(32, CIFAR10_DATA, "arXiv:2103.10697"),
     }
 )
+
 
 # Published checkpoints (scripts/push_to_hub.py uploads them): "<model>.<tag>" -> Hub repo. Each becomes a pretrained
 # tag whose cfg is the model's own plus ``hf_hub_id``; the untagged cfg stays the default, so a bare name still builds

@@ -2,12 +2,12 @@
 
 :func:`train` reads as accelerate's ``complete_cv_example.py`` does: :func:`setup_run` (device
 defaults, model, data, ``accelerator.prepare``, resume), then per epoch :func:`train_one_epoch`,
-:func:`validate`, :func:`log_epoch` and :func:`~structinit_hf.checkpoints.save_training_state`, then
+:func:`validate`, :func:`log_epoch` and :func:`~structinit_hf.train.checkpoints.save_training_state`, then
 :func:`finish_run`.  The same code runs on one CPU, several GPUs, several machines or FSDP, whatever
 ``accelerate launch`` sets up.  Each epoch's randomness (shuffle order, each sample's augmentation,
 mixup) is a function of ``(seed, epoch)`` and the learning rate a function of the step, so a run
 resumed from an epoch checkpoint reaches the same weights as an uninterrupted one.  The run folder is
-described in :mod:`structinit_hf.checkpoints`.
+described in :mod:`structinit_hf.train.checkpoints`.
 """
 
 from __future__ import annotations
@@ -25,32 +25,22 @@ from timm.models import save_for_hf
 from torch import nn
 from tqdm.auto import tqdm
 
-from .atomic import replace_folder, write_json
+from ..atomic import replace_folder, write_json
+from ..models.export import write_checkpoint
 from .checkpoints import (
-    TRAINER_STATE,
-    RunState,
     append_metrics,
     complete_checkpoints,
-    find_checkpoint,
     save_training_state,
 )
-from .evaluation import (
-    ClassifierLogits,
-    add_dataset_arguments,
-    add_model_arguments,
-    evaluate,
-    peak_gpu_memory_mb,
-    results_record,
-)
-from .export import write_checkpoint
+from .evaluation import add_dataset_arguments, add_model_arguments, evaluate, peak_gpu_memory_mb, results_record
+from .loading import ClassifierLogits
 from .run_setup import Run, setup_run
 from .tensor_data import INPUT_PIPELINES
 
 __all__ = [
-    "TRAINER_STATE",
-    "RunState",
-    "find_checkpoint",
+    "LOG_EVERY",
     "finish_run",
+    "log_epoch",
     "save_final_model",
     "save_timm_folder",
     "train",
@@ -316,7 +306,7 @@ def save_final_model(
 ) -> Path:
     """Write the trained model to ``out_dir`` so that timm and transformers both load it.
 
-    A model of this package built from its init goes through :func:`structinit_hf.export.save_checkpoint` (a stock
+    A model of this package built from its init goes through :func:`structinit_hf.models.export.save_checkpoint` (a stock
     ``timm_wrapper`` folder under a stock timm name, with the init it started from); another timm model (a loaded
     checkpoint among them) is saved in timm's format, which transformers loads through its ``TimmWrapper``; a
     transformers model is saved with ``save_pretrained``, beside the image processor it was loaded with (if any), so

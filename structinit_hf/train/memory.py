@@ -20,10 +20,13 @@ import torch
 from torch import nn
 
 __all__ = [
-    "STEP_OVERHEAD",
+    "GB",
+    "HEADROOM",
     "MemoryPlan",
+    "STEP_OVERHEAD",
     "available_memory_bytes",
     "fit_micro_batch",
+    "plan_fits",
     "process_memory_bytes",
     "saved_bytes_per_image",
 ]
@@ -31,7 +34,11 @@ __all__ = [
 # measured peak growth of a training step per image / saved activations per image, rounded up
 # (ViT-Tiny, 32 px, patch 2, depth 12, fp32 on CPU; scripts/benchmark_memory.py)
 STEP_OVERHEAD = 1.5
+
+
 HEADROOM = 0.7  # of the available memory a run plans on: the allocator's fragmentation, other processes growing
+
+
 GB = 1e9
 
 

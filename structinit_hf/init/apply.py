@@ -1,7 +1,7 @@
 """Apply a named attention initialization to a Vision Transformer (timm or transformers).
 
-The algorithms live in :mod:`structinit_hf.impulse`, :mod:`structinit_hf.solvers` and :mod:`structinit_hf.mimetic`,
-the options in :mod:`structinit_hf.options`, where a model keeps its weights in :mod:`structinit_hf.layouts`; this
+The algorithms live in :mod:`structinit_hf.init.impulse`, :mod:`structinit_hf.init.solvers` and :mod:`structinit_hf.init.mimetic`,
+the options in :mod:`structinit_hf.init.options`, where a model keeps its weights in :mod:`structinit_hf.init.layouts`; this
 module runs an init on a model.
 """
 
@@ -14,31 +14,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import impulse
+from . import impulse, solvers
 from .layouts import ViTLayout, vit_layout
 from .mimetic import mimetic_qk, mimetic_vo
-from .options import (  # noqa: F401  (re-exported: structinit_hf.init.SVD_DEFAULTS and friends are public)
+from .options import (
     INIT_METHODS,
-    PINV_DEFAULTS,
-    PRESETS,
-    PROJECT_DEFAULTS,
-    SHIFT_DEFAULTS,
-    SVD_DEFAULTS,
     ImpulseOptions,
 )
 
-__all__ = [
-    "INIT_METHODS",
-    "PINV_DEFAULTS",
-    "PRESETS",
-    "PROJECT_DEFAULTS",
-    "SHIFT_DEFAULTS",
-    "SVD_DEFAULTS",
-    "ImpulseOptions",
-    "apply_structured_init",
-    "impulse_block_targets",
-    "vit_layout",
-]
+__all__ = ["apply_structured_init", "impulse_block_targets"]
 
 
 def _content_basis(layout: ViTLayout) -> torch.Tensor:
@@ -76,7 +60,7 @@ def _block_shifts(layout: ViTLayout, options: ImpulseOptions) -> list[torch.Tens
 def _solver_options(
     options: ImpulseOptions, layout: ViTLayout, basis: torch.Tensor | None, checks: torch.Tensor | None
 ) -> dict[str, Any]:
-    """The keyword arguments of ``options.solver`` (:data:`~structinit_hf.solvers.SOLVERS`) for this model."""
+    """The keyword arguments of ``options.solver`` (:data:`~structinit_hf.init.solvers.SOLVERS`) for this model."""
     if options.solver == "svd":  # a Frobenius norm replaces the sharpness: the scale it sets would be undone
         null_keys = len(layout.prefix_tokens) if options.suppress_content else 0
         sharpness = None if options.qk_frobenius else options.sharpness
@@ -109,7 +93,7 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> list[list[list
     # one solve for every block at once (heads are independent): the pseudo input is factored once
     block_shifts = _block_shifts(layout, options)
     solved = block_shifts if options.per_layer else block_shifts[:1]
-    q, k = impulse.solve_qk(
+    q, k = solvers.solve_qk(
         x,
         torch.cat(solved),
         grid,

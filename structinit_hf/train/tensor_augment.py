@@ -1,6 +1,6 @@
 """timm's training and evaluation transforms, on uint8 image tensors instead of PIL images.
 
-:func:`structinit_hf.dataloaders.build_transform` (timm's ``create_transform``) works on PIL images, so every
+:func:`structinit_hf.train.dataloaders.build_transform` (timm's ``create_transform``) works on PIL images, so every
 epoch decodes every image again.  The transforms here take a ``3 x H x W`` uint8 tensor decoded once and
 draw their random parameters exactly as timm does (Python's ``random`` for the crop, RandAugment and
 flip, torch's generator for colour jitter and random erasing), so each sample's augmentation follows
@@ -28,6 +28,8 @@ from torchvision.transforms.v2 import functional as F
 __all__ = ["TensorEvalTransform", "TensorRandAugment", "TensorTrainTransform", "tensor_policy_supported"]
 
 _LEVEL_DENOM = 10.0  # timm's magnitude scale: M9 is 0.9 of each op's range
+
+
 _INTERPOLATIONS = {"bilinear": InterpolationMode.BILINEAR, "bicubic": InterpolationMode.BICUBIC}
 
 
@@ -191,7 +193,7 @@ def _crop_params(height: int, width: int, scale: tuple[float, float], ratio: tup
 
 class TensorTrainTransform:
     """timm's training transform for a data config (the arguments of
-    :func:`~structinit_hf.dataloaders.build_transform`)."""
+    :func:`~structinit_hf.train.dataloaders.build_transform`)."""
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """Publish a trained run on the Hugging Face Hub: stage the exact repo folder, then one ``upload_folder`` commit.
 
-The repo folder is the run's ``final/`` checkpoint (the :func:`~structinit_hf.export.save_checkpoint` folder that
-loads with timm and with transformers), plus the model card (``README.md``, see :mod:`structinit_hf.cards`), the
+The repo folder is the run's ``final/`` checkpoint (the :func:`~structinit_hf.models.export.save_checkpoint` folder that
+loads with timm and with transformers), plus the model card (``README.md``, see :mod:`structinit_hf.train.cards`), the
 run's ``results.json`` and, when the run drew one, its picture of the initial attention maps. It is staged in a
 temporary folder, so a failed or dry run leaves nothing behind and the run folder is only read.
 
@@ -24,26 +24,37 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.errors import HfHubHTTPError
 
-from .atomic import replace_folder
+from ..atomic import replace_folder
 from .cards import build_model_card, count_parameters, read_results
-from .cli import UsageError
+from .errors import UsageError
 
 __all__ = [
-    "push_parser",
-    "run_push",
     "ATTENTION_IMAGE",
     "CARD_FILE",
+    "CONFIG_FILE",
     "PushResult",
+    "RESULTS_FILE",
     "RunFiles",
+    "WEIGHTS_FILE",
     "find_run_files",
+    "push_parser",
     "push_to_hub",
+    "run_push",
     "stage_repo_folder",
 ]
 
 CARD_FILE = "README.md"
+
+
 ATTENTION_IMAGE = "attention_init.png"
+
+
 WEIGHTS_FILE = "model.safetensors"
+
+
 CONFIG_FILE = "config.json"
+
+
 RESULTS_FILE = "results.json"
 
 

@@ -1,6 +1,6 @@
 """Score a classifier with Accelerate and write ``results.json`` (``scripts/evaluate.py``).
 
-Models come from :mod:`structinit_hf.loading` (any model source, prepared its own way). Scoring gathers
+Models come from :mod:`structinit_hf.train.loading` (any model source, prepared its own way). Scoring gathers
 predictions across processes with ``accelerator.gather_for_metrics``, so the counts are exact on any number
 of processes.
 """
@@ -23,35 +23,25 @@ from accelerate import Accelerator
 from torch import nn
 from torch.utils.data import DataLoader
 
-from .atomic import write_json
-from .cli import KeyValueAction, UsageError
+from ..atomic import write_json
+from .args import KeyValueAction
 from .data import dataset_source, load_image_classification
 from .dataloaders import TransformedImages, eval_dataloader
-from .loading import (  # noqa: F401  (re-exported: the loaders were defined here before 0.2)
-    ClassifierLogits,
-    ProcessorTransform,
+from .errors import UsageError
+from .loading import (
     check_model_kwargs,
     check_model_source,
-    create_timm_model,
     eval_transform,
     load_model,
-    model_data_config,
     num_outputs,
 )
 
 __all__ = [
-    "ClassifierLogits",
-    "ProcessorTransform",
-    "check_model_kwargs",
-    "check_model_source",
-    "create_timm_model",
-    "eval_transform",
+    "add_dataset_arguments",
+    "add_model_arguments",
     "evaluate",
     "evaluation_parser",
     "library_versions",
-    "load_model",
-    "model_data_config",
-    "num_outputs",
     "peak_gpu_memory_mb",
     "results_record",
     "run_evaluation",
@@ -88,7 +78,7 @@ def peak_gpu_memory_mb(device: torch.device) -> float | None:
 
 def library_versions() -> dict[str, str]:
     """The versions a result depends on, recorded in every ``results.json``."""
-    from . import __version__
+    from .. import __version__
 
     return {
         "python": platform.python_version(),

@@ -1,6 +1,6 @@
 """The registered plain ViTs: geometry, init and pretrained cfg, written once.
 
-``structinit_hf.timm_models`` registers one timm name per entry, builds it from ``model_args`` and gives it
+``structinit_hf.models.vision_transformer`` registers one timm name per entry, builds it from ``model_args`` and gives it
 :func:`pretrained_cfg`; transformers reaches the same names through ``TimmWrapperConfig(architecture=name)``.
 """
 
@@ -24,12 +24,21 @@ __all__ = [
 ]
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+
+
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # timm's IMAGENET_DEFAULT_MEAN / STD
+
+
 IMAGENET_STD = (0.229, 0.224, 0.225)
+
 
 # the data a variant's pretrained cfg describes
 CIFAR10_DATA = dict(num_classes=10, crop_pct=1.0, mean=CIFAR10_MEAN, std=CIFAR10_STD)
+
+
 IMAGENET_DATA = dict(num_classes=1000, crop_pct=0.9, mean=IMAGENET_MEAN, std=IMAGENET_STD)
 
 
@@ -46,9 +55,14 @@ class Variant:
 _CIFAR_TINY = dict(
     img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg"
 )
+
+
 # the ImageNet-size variants: 224 px, patch 16, the CIFAR models' head
 _IMAGENET = dict(img_size=224, patch_size=16, depth=12, class_token=False, global_pool="avg")
+
+
 _MIMETIC_PAPER = "arXiv:2305.09828"
+
 
 TIMM_VARIANTS: dict[str, Variant] = {
     "vit_tiny_patch2_32": Variant(dict(_CIFAR_TINY, attention_init="default")),

@@ -4,7 +4,7 @@ Before the first step each split's images are decoded once (by the DataLoader wo
 cannot be read is named by split, row and file: the run stops there, or, with ``--skip-bad-images``,
 drops the row and says how many it dropped.  When a split's images share one size and fit in memory
 they stay decoded as one ``N x 3 x H x W`` uint8 tensor and are augmented as tensors
-(:mod:`structinit_hf.tensor_augment`), so no epoch decodes a JPEG or PNG again; otherwise (or with
+(:mod:`structinit_hf.train.tensor_augment`), so no epoch decodes a JPEG or PNG again; otherwise (or with
 ``--input-pipeline pil``) timm's PIL transforms read the split each epoch as before.
 """
 
@@ -21,14 +21,16 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from .cli import UsageError
 from .data import ImageClassificationData
 from .dataloaders import TransformedImages, build_transform, seeded_random_state, split_item
+from .errors import UsageError
 from .tensor_augment import TensorEvalTransform, TensorTrainTransform, tensor_policy_supported
 
-__all__ = ["INPUT_PIPELINES", "DecodedImages", "DecodedSplit", "decode_split", "training_datasets"]
+__all__ = ["DecodedImages", "DecodedSplit", "INPUT_PIPELINES", "MAX_DECODED_BYTES", "decode_split", "training_datasets"]
 
 INPUT_PIPELINES = ("auto", "tensor", "pil")
+
+
 MAX_DECODED_BYTES = 8 * 2**30  # a split larger than this decoded stays on the PIL path
 
 
@@ -105,8 +107,8 @@ class DecodedImages(Dataset):
     """Decoded uint8 images and their labels as ``(image tensor, label)`` pairs through a tensor ``transform``.
 
     An item is a row, or ``(row, seed)``: the transform then runs under
-    :func:`~structinit_hf.dataloaders.seeded_random_state`, as
-    :class:`~structinit_hf.dataloaders.TransformedImages` does.
+    :func:`~structinit_hf.train.dataloaders.seeded_random_state`, as
+    :class:`~structinit_hf.train.dataloaders.TransformedImages` does.
     """
 
     def __init__(self, pixels: torch.Tensor, labels: torch.Tensor, transform: Callable) -> None:

@@ -1,4 +1,4 @@
-"""The run folder of :func:`structinit_hf.training.train`: epoch checkpoints, ``metrics.jsonl``, and recovery.
+"""The run folder of :func:`structinit_hf.train.loop.train`: epoch checkpoints, ``metrics.jsonl``, and recovery.
 
 A run folder holds ``checkpoints/epoch_XXXX/`` (accelerate's ``save_state`` plus ``trainer_state.json``,
 which also records the settings the run was started with), ``metrics.jsonl`` (one line per epoch),
@@ -25,15 +25,18 @@ import torch
 from accelerate import Accelerator
 from timm.utils import ModelEmaV3
 
-from .atomic import delete_folder, recover_folder, swap_in_folder, write_text
-from .cli import UsageError
+from ..atomic import delete_folder, recover_folder, swap_in_folder, write_text
+from .errors import UsageError
 
 __all__ = [
     "CHECKPOINT_PREFIX",
+    "EMA_WEIGHTS",
+    "METRICS",
     "RESULT_NEUTRAL_FLAGS",
-    "TRAINER_STATE",
     "RunState",
+    "TRAINER_STATE",
     "append_metrics",
+    "check_checkpoint_files",
     "check_same_settings",
     "clean_leftovers",
     "complete_checkpoints",
@@ -47,9 +50,17 @@ __all__ = [
 ]
 
 CHECKPOINT_PREFIX = "epoch_"
+
+
 TRAINER_STATE = "trainer_state.json"
+
+
 EMA_WEIGHTS = "ema.safetensors"
+
+
 METRICS = "metrics.jsonl"
+
+
 # flags that cannot change the trained weights or the scores: a resumed run may change them freely
 RESULT_NEUTRAL_FLAGS = frozenset(
     {

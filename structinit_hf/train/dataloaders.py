@@ -19,7 +19,7 @@ from PIL import Image
 from timm.data import create_transform
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
-from .cli import UsageError
+from .errors import UsageError
 
 __all__ = [
     "EpochShuffleSampler",

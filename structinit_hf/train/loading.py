@@ -27,16 +27,17 @@ from timm.data import resolve_model_data_config
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from .cli import UsageError, check_kwarg_types, did_you_mean
+from ..init.options import ImpulseOptions
+from ..models.vision_transformer import IMPULSE_KWARGS, StructInitVisionTransformer
 from .data import ensure_hub_reachable
 from .dataloaders import build_transform
-from .init import ImpulseOptions
-from .timm_models import IMPULSE_KWARGS, StructInitVisionTransformer
+from .errors import UsageError, check_kwarg_types, did_you_mean
 
 __all__ = [
-    "LOADED_MODEL_KWARGS",
     "ClassifierLogits",
+    "LOADED_MODEL_KWARGS",
     "LoadedModel",
+    "MODEL_WEIGHT_FILES",
     "ProcessorTransform",
     "check_model_kwargs",
     "check_model_source",
@@ -197,6 +198,8 @@ class LoadedModel(NamedTuple):
 # what a loaded checkpoint may be given through --model-kwargs: timm resamples the input size and patch size as it
 # loads; regularisation does not change the weights. Everything else (depth, width, heads ...) is fixed by the weights.
 LOADED_MODEL_KWARGS = ("img_size", "patch_size", "drop_rate", "drop_path_rate", "attn_drop_rate", "proj_drop_rate")
+
+
 _RESAMPLED = {"img_size": "position embedding", "patch_size": "patch embedding"}
 
 

@@ -1,6 +1,6 @@
 """Pictures of attention: the paper's Figure 3 (maps of a few blocks per init) and ConViT's non-locality.
 
-The maps are read on real images with :func:`~structinit_hf.attention_maps.patch_attention_maps`:
+The maps are read on real images with :func:`~structinit_hf.benchmark.attention.patch_attention_maps`:
 per block, the attention among patch tokens (prefix tokens dropped) of a timm ``VisionTransformer``
 or ``ConVit`` (for ConViT's gated positional blocks, the gated mixture of content and position).
 """
@@ -16,10 +16,10 @@ import torch
 from timm.models.convit import ConVit
 from torch import nn
 
-from .atomic import write_file
-from .attention_maps import patch_attention_maps
-from .data import find_columns, load_raw_dataset
-from .loading import eval_transform, load_model
+from ..atomic import write_file
+from ..train.data import find_columns, load_raw_dataset
+from ..train.loading import eval_transform, load_model
+from .attention import patch_attention_maps
 
 __all__ = [
     "attention_distance",

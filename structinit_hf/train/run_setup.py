@@ -27,10 +27,11 @@ from timm.utils import ModelEmaV3
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from .args import check_run_args
 from .checkpoints import RunState, run_settings
-from .cli import UsageError
 from .data import ImageClassificationData, ensure_hub_reachable, find_columns, load_image_classification
 from .dataloaders import eval_dataloader, train_dataloader
+from .errors import UsageError
 from .loading import LoadedModel, check_model_kwargs, check_model_source, load_model, model_data_config
 from .memory import (
     HEADROOM,
@@ -42,12 +43,18 @@ from .memory import (
     process_memory_bytes,
     saved_bytes_per_image,
 )
-from .run_args import check_run_args
-from .run_folder import default_output_dir, lock_run_folder, open_run_folder, start_run_state
-from .run_lock import RunLock
+from .run_folder import RunLock, default_output_dir, lock_run_folder, open_run_folder, start_run_state
 from .tensor_data import training_datasets
 
-__all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "known_label_names", "setup_run"]
+__all__ = [
+    "DeviceDefaults",
+    "Run",
+    "build_model",
+    "describe_fine_tuning",
+    "device_defaults",
+    "known_label_names",
+    "setup_run",
+]
 
 
 @dataclass(frozen=True)

@@ -20,23 +20,14 @@ import datasets
 import numpy as np
 from huggingface_hub import constants as hub_constants
 
-from .cli import UsageError
-from .dataloaders import (  # noqa: F401  (re-exported: they were defined here before the split)
-    EpochShuffleSampler,
-    TransformedImages,
-    build_transform,
-    eval_dataloader,
-    seeded_random_state,
-    split_item,
-    train_dataloader,
-)
+from .errors import UsageError
 
 __all__ = [
     "IMAGE_COLUMNS",
+    "ImageClassificationData",
     "LABEL_COLUMNS",
     "SAMPLE_DATASETS",
     "VALIDATION_SPLITS",
-    "ImageClassificationData",
     "dataset_source",
     "ensure_hub_reachable",
     "find_columns",
@@ -46,11 +37,19 @@ __all__ = [
 ]
 
 IMAGE_COLUMNS = ("img", "image")
+
+
 LABEL_COLUMNS = ("label", "labels", "fine_label")
+
+
 VALIDATION_SPLITS = ("validation", "valid", "val")
+
+
 _SAVE_TO_DISK_FILES = ("dataset_dict.json", "state.json")
+
+
 # datasets shipped inside the package, by the name --dataset takes (structinit_hf/samples/*/README.md says what each is)
-SAMPLE_DATASETS = {"cifar10-sample": Path(__file__).parent / "samples" / "cifar10"}
+SAMPLE_DATASETS = {"cifar10-sample": Path(__file__).parents[1] / "samples" / "cifar10"}
 
 
 def dataset_source(value: str) -> str:

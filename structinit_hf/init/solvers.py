@@ -23,10 +23,25 @@ import torch.nn.functional as F
 
 from .mimetic import low_rank_factors
 
-__all__ = ["SOLVERS", "as_grid", "shift_index", "solve_adam", "solve_pinv", "solve_qk", "solve_shift", "solve_svd"]
+__all__ = [
+    "Grid",
+    "SOLVERS",
+    "SolverFn",
+    "as_grid",
+    "shift_index",
+    "solve_adam",
+    "solve_pinv",
+    "solve_qk",
+    "solve_shift",
+    "solve_svd",
+]
 
 Grid = tuple[int, int]
+
+
 _RCOND_STEPS = (0.1, 0.05, 0.03, 0.01, 3e-3, 1e-3, 1e-4)
+
+
 _CHECK_HIT_RATE = 0.9  # share of valid rows that must peak on target, on the pseudo input and each check input
 
 
@@ -48,7 +63,7 @@ def _generator(seed: int) -> torch.Generator:
 def shift_index(grid_size: int | Sequence[int], shifts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The impulse of each head as an index map: ``target[h, i]`` is the token ``i + s_h`` (row-major),
     ``valid[h, i]`` whether it lies inside the grid (rows outside are zero-padded: ``target`` is 0 there).
-    Both ``heads x N``: the sparse form of the maps of :func:`~structinit_hf.impulse.impulse_targets`."""
+    Both ``heads x N``: the sparse form of the maps of :func:`~structinit_hf.init.impulse.impulse_targets`."""
     h, w = as_grid(grid_size)
     shifts = torch.as_tensor(shifts, dtype=torch.long).reshape(-1, 2).cpu()
     rows = torch.arange(h).repeat_interleave(w)
@@ -70,7 +85,7 @@ def _logits(x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, null_keys: int) -
 
 
 def _logit_target_core(u: torch.Tensor, grid: Grid, target: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """``U^T T_h U`` for the additive logit target ``T_h`` of :func:`~structinit_hf.impulse.impulse_logit_targets`,
+    """``U^T T_h U`` for the additive logit target ``T_h`` of :func:`~structinit_hf.init.impulse.impulse_logit_targets`,
     without forming ``T_h``: on a valid row, ``T = [same row as the target] + [same column] - 1`` is a sum of a
     rank-``h``, a rank-``w`` and a rank-1 term, so the product costs ``N (h + w) r`` per head, not ``N^2 r``."""
     h, w = grid
@@ -180,7 +195,7 @@ def solve_svd(
     """This project's closed form: the best rank-``head_dim`` fit of an additive logit target, then one scale per head.
 
     With the thin SVD ``X = U S V^T`` and the logit target ``T_h`` (+1 on the target's row and column of keys, -1
-    elsewhere, :func:`~structinit_hf.impulse.impulse_logit_targets`), ``A_h = U^T T_h U ~ P S_a R^T`` truncated to
+    elsewhere, :func:`~structinit_hf.init.impulse.impulse_logit_targets`), ``A_h = U^T T_h U ~ P S_a R^T`` truncated to
     rank ``head_dim`` gives
 
         Q_h = V S^-1 P S_a^1/2,    K_h = V S^-1 R S_a^1/2,    X Q_h K_h^T X^T ~ T_h.
@@ -311,7 +326,7 @@ def solve_shift(
     ``P_s`` the projection onto the directions the valid rows of ``x`` span above ``rtol`` of their largest singular
     value (off that span ``I`` stays), ``Z_h`` drawn from ``seed`` with entries of variance ``1 / D``, one per head.
     A query then scores its shifted neighbour's key as mimetic scores its own: attention starts soft, peaked on the
-    target. Factored to rank ``head_dim`` as mimetic's is (:func:`~structinit_hf.mimetic.low_rank_factors`).
+    target. Factored to rank ``head_dim`` as mimetic's is (:func:`~structinit_hf.init.mimetic.low_rank_factors`).
     """
     x = xb.double().cpu()
     heads, dim = len(shifts), x.shape[1]
@@ -330,7 +345,10 @@ def solve_shift(
 
 _HEADS_PER_DRAW = 12
 
+
 SolverFn = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+
+
 # method name -> solver(xb, shifts, grid, head_dim, **its options)
 SOLVERS: dict[str, SolverFn] = {"svd": solve_svd, "adam": solve_adam, "pinv": solve_pinv, "shift": solve_shift}
 

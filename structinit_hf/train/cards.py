@@ -1,4 +1,4 @@
-"""Model cards for trained runs: Jinja templates in ``structinit_hf/model_cards/`` rendered into a ``ModelCard``.
+"""Model cards for trained runs: Jinja templates in ``structinit_hf/train/card_templates/`` rendered into a ``ModelCard``.
 
 Everything a card states comes from the run itself: the metadata (``ModelCardData`` with a ``model-index`` of
 ``EvalResult``) and the body (init settings, recipe, results) from the run's ``results.json``, the architecture and
@@ -33,9 +33,15 @@ __all__ = [
     "read_results",
 ]
 
-TEMPLATE_DIR = Path(__file__).parent / "model_cards"
+TEMPLATE_DIR = Path(__file__).parent / "card_templates"
+
+
 MODEL_FAMILIES = {"vit": "vit.md.j2", "convit": "convit.md.j2"}
+
+
 CARD_TAGS = ("image-classification", "timm", "transformers", "vision-transformer", "structured-initialization")
+
+
 # results.json fields (contract item 2) that a card needs, with the types they must have
 RESULTS_FIELDS: dict[str, type | tuple[type, ...]] = {
     "model": str,
@@ -51,13 +57,19 @@ RESULTS_FIELDS: dict[str, type | tuple[type, ...]] = {
     "args": dict,
     "versions": dict,
 }
+
+
 _INIT_TITLES = {
     "impulse": "structured (impulse {k}x{k}) initialization",
     "mimetic": "mimetic initialization",
     "default": "timm's default initialization",
     "convit": "ConViT's convolutional initialization",
 }
+
+
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+
+
 _SECRET_ARG = re.compile(r"token|secret|password|api_key", re.IGNORECASE)
 
 

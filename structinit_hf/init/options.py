@@ -8,20 +8,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS, SOLVERS
+from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS
+from .solvers import SOLVERS
 
 __all__ = [
     "INIT_METHODS",
+    "ImpulseOptions",
     "PINV_DEFAULTS",
     "PRESETS",
     "PROJECT_DEFAULTS",
     "SHIFT_DEFAULTS",
     "SVD_DEFAULTS",
     "VALUE_INITS",
-    "ImpulseOptions",
 ]
 
 INIT_METHODS = ("impulse", "mimetic", "default")
+
+
 VALUE_INITS = ("default", "mimetic")  # what impulse init does to the value/output projections
 
 
@@ -40,6 +43,8 @@ SVD_DEFAULTS: dict[str, Any] = dict(
     qk_frobenius=0.0,
     position_scale=1.0,
 )
+
+
 # v2's closed form and scale with the paper's random shifts: a learned-style code x18, Q/K at Frobenius norm 7 per head,
 # mimetic value/output. Attention starts soft, at mimetic's scale (README: init health).
 PINV_DEFAULTS: dict[str, Any] = dict(
@@ -51,13 +56,19 @@ PINV_DEFAULTS: dict[str, Any] = dict(
     qk_frobenius=7.0,
     position_scale=18.0,
 )
+
+
 # Mimetic init's Q/K form and scale with its identity pointed at each head's impulse (solver "shift"), on the sin-cos
 # code, with mimetic value/output: attention starts soft and content still reads, as mimetic's does.
 SHIFT_DEFAULTS: dict[str, Any] = dict(SVD_DEFAULTS, solver="shift", suppress_content=False, value_init="mimetic")
+
+
 # This project's own construction ("structinit"): the shift construction since 0.2, chosen on the cpu-proxy profile
 # (the CPU setting that ranks timm's default, mimetic and the svd construction as the GPU run did); not yet measured
 # at the paper's scale (README, "Impulse init at the paper's architecture").
 PROJECT_DEFAULTS: dict[str, Any] = dict(kernel_size=3, seed=0, **SHIFT_DEFAULTS)
+
+
 # What each preset fixes; the options it leaves out take PROJECT_DEFAULTS.  ``sharpness=None``: not used.
 PRESETS: dict[str, dict[str, Any]] = {
     "structinit": {},
@@ -90,13 +101,13 @@ class ImpulseOptions:
             targets comes from this package's seeded generator, one draw for all blocks.
         kernel_size: odd window size ``k``; each head's shift is drawn from the ``k x k`` window.
         seed: seeds the shifts (and the noise of noisy pseudo inputs and of v2's targets).
-        pseudo_input: the solver's input, one of :data:`~structinit_hf.impulse.PSEUDO_INPUTS`.
+        pseudo_input: the solver's input, one of :data:`~structinit_hf.init.impulse.PSEUDO_INPUTS`.
         sharpness: mean attention mass on the target that ``"svd"`` heads reach on the pseudo input
             (``None`` where the preset's solver does not use it).
         solver: ``"svd"`` (closed form, default), ``"adam"`` (v1's 10,000-step recipe), ``"pinv"`` (v2's
             closed form) or ``"shift"`` (mimetic init's form and scale, its identity pointed at the impulse;
             pair it with ``suppress_content=False, value_init="mimetic"``); see
-            :func:`~structinit_hf.impulse.solve_qk`.
+            :func:`~structinit_hf.init.impulse.solve_qk`.
         per_layer: solve each block anew (fresh shifts for random order) instead of copying one solution.
         suppress_content: confine Q/K to directions the patch embedding (and prefix tokens) cannot
             reach at init, so image content does not wash out the pattern on real images.

@@ -1,0 +1,102 @@
+"""How every script runs: a user error ends as one line on stderr and exit status 2, no traceback.
+
+Each script imports the application inside :func:`script_imports` (a package of an extra that is not installed
+is one line naming the extra), builds its parser, names the function that does the work, and hands both to
+:func:`run_script`, which adds ``--debug``, parses the command line and runs the function::
+
+    from structinit_hf.train.commands import run_script, script_imports
+
+    with script_imports():
+        from structinit_hf.train.loop import train, training_parser
+
+    if __name__ == "__main__":
+        sys.exit(run_script(training_parser(), train))
+
+The function takes the parsed ``argparse.Namespace``; it returns ``None`` or an exit status.
+A user error is any of :data:`USER_ERRORS`: raise :class:`UsageError` (or ``ValueError``) with a message
+that names the bad value and what is allowed; missing files and unreadable data are ``OSError``s, a
+non-finite loss is ``FloatingPointError``.  Everything else (``TypeError``, ``KeyError``, ...) is a bug and
+keeps its traceback.  With ``--debug`` user errors keep theirs too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from importlib.util import find_spec
+
+from .errors import INTERRUPTED_EXIT_STATUS, USAGE_EXIT_STATUS, USER_ERRORS
+
+__all__ = ["EXTRAS", "extra_for", "missing_extra_message", "run_script", "script_imports"]
+
+
+@contextmanager
+def script_imports() -> Iterator[None]:
+    """Run a script's imports (or any code): a module of an extra that is not installed ends the script with one
+    line naming the extra and exit status :data:`USAGE_EXIT_STATUS`; any other import error keeps its traceback."""
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        script = sys.argv[0] if sys.argv[0].endswith(".py") else "this command"
+        message = missing_extra_message(error, script)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE_EXIT_STATUS) from None
+
+
+def run_script(
+    parser: argparse.ArgumentParser,
+    function: Callable[[argparse.Namespace], int | None | object],
+    argv: Sequence[str] | None = None,
+) -> int:
+    """Parse ``argv`` (default: the command line) with ``parser`` plus ``--debug`` and call ``function``.
+
+    ``function`` gets the namespace without ``debug``.  Returns the exit status: ``function``'s own when
+    it returns an int, else 0; a user error prints ``error: <message>`` on stderr and returns
+    :data:`USAGE_EXIT_STATUS`, Ctrl-C prints ``interrupted`` (with the ``KeyboardInterrupt``'s message, if any) and
+    returns :data:`INTERRUPTED_EXIT_STATUS` (``--debug`` re-raises either).
+    """
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of a user error")
+    args = parser.parse_args(argv)
+    debug = vars(args).pop("debug")  # not the function's flag: results and resume checks never see it
+    try:
+        with nullcontext() if debug else script_imports():  # an extra's module may be imported late (plots)
+            status = function(args)
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        return USAGE_EXIT_STATUS
+    except KeyboardInterrupt as interrupt:  # Ctrl-C: one line (the function may say how to go on), the shell's 130
+        if debug:
+            raise
+        print(f"interrupted{f': {interrupt}' if str(interrupt) else ''}", file=sys.stderr)
+        return INTERRUPTED_EXIT_STATUS
+    return status if isinstance(status, int) and not isinstance(status, bool) else 0
+
+
+# extra -> the importable modules it installs (setup.cfg's [options.extras_require] lists their distributions)
+EXTRAS = {
+    "train": ("transformers", "accelerate", "datasets", "torchvision", "PIL", "jinja2", "numpy", "tqdm"),
+    "bench": ("matplotlib",),
+    "tensorboard": ("tensorboard",),
+}
+
+
+def extra_for(module: str | None) -> str | None:
+    """The extra that installs ``module`` (a dotted name such as ``"accelerate.utils"``), or ``None``."""
+    top = (module or "").partition(".")[0]
+    return next((extra for extra, modules in EXTRAS.items() if top in modules), None)
+
+
+def missing_extra_message(error: ModuleNotFoundError, user: str) -> str | None:
+    """``"<user> needs <module> (the 'train' extra): pip install 'structinit-hf[train]'"`` for a module of an extra
+    that is not installed; ``None`` when ``error`` is about any other module (a bug, not a missing extra)."""
+    top = (error.name or "").partition(".")[0]
+    extra = extra_for(top)
+    if extra is None or (top != error.name and find_spec(top) is not None):
+        return None  # a part of an installed package is missing: a version to fix, not an extra to install
+    return f"{user} needs {top} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"

@@ -1,0 +1,102 @@
+"""The package's layers: the init algorithms at the bottom, the plugin above them, the application and the benchmark
+on top. Each layer imports only the ones below it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "structinit_hf"
+# layer -> the package's subpackages it may import (itself included); modules at the top level belong to "plugin"
+MAY_IMPORT = {
+    "init": {"init"},
+    "plugin": {"init", "plugin"},
+    "train": {"init", "plugin", "train"},
+    "benchmark": {"init", "plugin", "train", "benchmark"},
+}
+LAYER_OF = {"init": "init", "models": "plugin", "train": "train", "benchmark": "benchmark"}
+
+
+def layer(module: str) -> str:
+    """``structinit_hf.train.loop`` -> ``train``; a top-level module (``structinit_hf.atomic``) is the plugin's."""
+    parts = module.split(".")
+    return LAYER_OF.get(parts[1], "plugin") if len(parts) > 2 or parts[1] in LAYER_OF else "plugin"
+
+
+def is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """Every ``structinit_hf`` module ``path`` imports, at any depth (imports inside functions count too)."""
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join(base + [node.module] if node.module else base)
+            if target.startswith("structinit_hf"):  # `from . import x` imports the module x when there is one
+                found += [
+                    (node.lineno, f"{target}.{a.name}" if is_module(f"{target}.{a.name}") else target)
+                    for a in node.names
+                ]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("structinit_hf")]
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_module_imports_only_its_own_layer_and_those_below(path):
+    if path.name == "__main__.py":  # the command dispatcher: it runs the application by name, on demand
+        return
+    own = layer(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
+    wrong = [
+        f"line {line}: {target} ({layer(target)})"
+        for line, target in imports_of(path)
+        if target != "structinit_hf" and layer(target) not in MAY_IMPORT[own]
+    ]
+    assert not wrong, f"{path.relative_to(PACKAGE)} ({own}) imports {wrong}"
+
+
+def test_the_algorithms_import_neither_timm_nor_transformers():
+    for path in sorted((PACKAGE / "init").glob("*.py")):
+        tops = {
+            (node.module or "").partition(".")[0] if isinstance(node, ast.ImportFrom) else alias.name.partition(".")[0]
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
+            for alias in node.names
+        }
+        assert not tops & {"timm", "transformers"}, f"{path.name} imports {sorted(tops & {'timm', 'transformers'})}"
+
+
+def test_the_layer_check_sees_a_wrong_import(tmp_path, monkeypatch):
+    """The check above is not vacuous: a plugin module that imports the application is caught."""
+    fake = PACKAGE / "models" / "_layer_probe.py"
+    assert not fake.exists()
+    try:
+        fake.write_text("def f():\n    from ..train.loop import train\n")
+        with pytest.raises(AssertionError, match=r"imports .*structinit_hf\.train\.loop \(train\)"):
+            test_a_module_imports_only_its_own_layer_and_those_below(fake)
+    finally:
+        fake.unlink()
+
+
+def test_using_the_plugin_loads_no_application_module():
+    code = (
+        "import sys, timm, structinit_hf\n"
+        "from transformers import AutoModelForImageClassification\n"
+        "m = timm.create_model('vit_tiny_impulse3', depth=1)\n"
+        "hf = AutoModelForImageClassification.from_config(structinit_hf.StructInitViTConfig(model_args={'depth': 1}))\n"
+        "print(sorted(n for n in sys.modules if n.startswith(('structinit_hf.train', 'structinit_hf.benchmark'))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.strip() == "[]"
