@@ -13,6 +13,7 @@ reference on the same seed (the same split, data order and augmentation). The ti
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "TIE_RULE",
     "build_augmentation",
     "build_campaign",
+    "campaign_parser",
     "compare",
     "decide",
     "merge_scores",
@@ -49,6 +51,7 @@ __all__ = [
     "plot_augmentation",
     "plot_sizes",
     "render_campaign_markdown",
+    "report_campaign",
     "spread",
     "write_campaign",
 ]
@@ -698,3 +701,17 @@ def write_campaign(root: Path | str = ".", out_dir: Path | str = f"{BENCH}/campa
     plot_sizes(record, out_dir / "size.png")
     plot_augmentation(record, out_dir / "augmentation.png")
     return record
+
+
+def campaign_parser(description: str) -> argparse.ArgumentParser:
+    """The flags of ``scripts/campaign_report.py``; ``description`` is the first line of its help."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--root", type=Path, default=Path("."), help="the repository root (default: .)")
+    parser.add_argument("--out-dir", type=Path, default=Path(f"{BENCH}/campaign"))
+    return parser
+
+
+def report_campaign(args: argparse.Namespace) -> None:
+    """Write the campaign's summary from the records under ``args.root`` into ``args.out_dir`` and say so."""
+    write_campaign(args.root, args.out_dir)
+    print(f"wrote {args.out_dir / 'results.md'}, results.json, size.png and augmentation.png")
