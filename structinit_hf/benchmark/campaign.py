@@ -1,4 +1,4 @@
-"""The small-data campaign (issue 20): which init, and when, from the committed benchmark records.
+"""The small-data campaign: which init, and when, from the committed benchmark records.
 
 Reads the ``results.json`` files the harness wrote for the ``cpu-proxy`` family of profiles (no training here) and
 writes one summary: test top-1 per init at every training-set size (with ConViT beside the inits), the gain over timm's
@@ -60,7 +60,7 @@ BENCH = "benchmarks/small_data"
 
 
 # Training-set size -> the records holding cpu-proxy-family runs at that size (10 epochs each), as glob patterns under
-# the repository root. 25,000 is cpu-proxy: seeds 0 and 1 from the previous sessions' records, later seeds and arms
+# the repository root. 25,000 is cpu-proxy: seeds 0 and 1 from its own records, later seeds and arms
 # from the campaign's, one folder per batch of runs (seed2-<arm>/, seed<k>/).
 SIZE_SOURCES: dict[int, tuple[str, ...]] = {
     2_500: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json", f"{BENCH}/cpu-proxy-n2500-cifar10/seed*/results.json"),

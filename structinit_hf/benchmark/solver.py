@@ -142,8 +142,8 @@ LARGE_GRID_CASES = (("shift", "sincos"), ("svd", "sincos"), ("pinv", "learned"))
 
 
 def large_grid_rows(cases: tuple[tuple[str, str], ...] = LARGE_GRID_CASES) -> list[dict]:
-    """The 1,024-token solve per solver, each in its own process so its peak memory is its own. Beside it, what the
-    pre-refactor solver built first: one float32 N x N map per head (``heads x N^2 x 4`` bytes)."""
+    """The 1,024-token solve per solver, each in its own process so its peak memory is its own. Beside it, the size
+    of one float32 N x N map per head (``heads x N^2 x 4`` bytes), what a solve that builds the maps holds."""
     context = multiprocessing.get_context("spawn")
     rows = []
     for method, kind in cases:
