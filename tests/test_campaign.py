@@ -260,11 +260,7 @@ def test_convit_geometry_is_stated_from_its_records(tmp_path, monkeypatch):
 def test_the_attention_distance_table_says_whether_default_became_local():
     """Catches the locality line comparing the wrong numbers: default's most local trained block against the same
     regime's impulse 3x3 and against the reference regime's default."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("ad", REPO / "scripts/campaign_attention_distance.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    from structinit_hf.benchmark.attention_distance import default_locality, render
 
     def run(init, trained):
         return {"top1": 30.0, "init": init, "trained": trained}
@@ -273,16 +269,16 @@ def test_the_attention_distance_table_says_whether_default_became_local():
         "crop + flip": {"default": run([4.1, 4.1], [4.0, 3.9]), "impulse3": run([1.0, 1.2], [1.5, 2.0])},
         "CutMix": {"default": run([4.1, 4.1], [1.4, 3.0]), "impulse3": run([1.0, 1.2], [1.6, 2.0])},
     }
-    lines = script.default_locality(regimes)
+    lines = default_locality(regimes)
     assert lines[0].startswith("crop + flip: timm's default trained, minimum over blocks 3.90;")
     assert "less local than impulse 3x3's" in lines[0]
     assert "CutMix: timm's default trained, minimum over blocks 1.40 (under crop + flip: 3.90; -2.50)" in lines[1]
     assert "as local as impulse 3x3's" in lines[1]
     assert lines[-1] == "Answer: yes under CutMix: timm's default's most local block reached impulse 3x3's."
-    text = script.render({"description": "d", "regimes": regimes, "default_locality": lines})
+    text = render({"description": "d", "regimes": regimes, "default_locality": lines})
     assert "| CutMix | timm's default | 30.00 | 4.10 / 4.10 | 2.20 / 1.40 |" in text
     regimes["CutMix"]["default"]["trained"] = [3.0, 3.5]
-    assert script.default_locality(regimes, 4.14)[-1] == (
+    assert default_locality(regimes, 4.14)[-1] == (
         "Answer: no: under no augmentation did timm's default's most local block reach impulse 3x3's (its closest: "
         "3.00 against uniform attention's 4.14)."
     )

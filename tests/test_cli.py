@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -72,18 +71,12 @@ def test_did_you_mean():
     assert did_you_mean("zzz", ["kernel_size", "seed"]) == ""
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
-    """Catches scripts/plot_attention.py calling its function outside cli.run_script (a traceback)."""
-    script = _script("plot_attention")
+    """Catches scripts/plot_attention.py's function raising a user error that run_script turns into a traceback."""
+    from structinit_hf.benchmark.plots import attention_parser, draw_attention
+
     argv = ["--model", "vit_tiny_impulse3", "vit_tiny_mimetic", "--checkpoint", "runs/only-one"]
-    assert run_script(script.attention_parser(), script.draw, argv) == 2
+    assert run_script(attention_parser(), draw_attention, argv) == 2
     assert capsys.readouterr().err == "error: got 1 checkpoints for 2 models; pass one per model\n"
 
 

@@ -4,17 +4,15 @@ Profiles:
 
 * ``cpu``: the 4,660 / 932 real CIFAR-10 images of ``cifar10-small`` (under ``--data-root``), ViT-Tiny width
   (dim 192, 3 heads) at 32 px with patch 4 (8 x 8 tokens), 6 blocks, 8 epochs, batch 64, 1 warm-up
-  epoch, two runs at a time with one thread each. Sizing, timed with ``scripts/train.py`` on the
-  shared 2-core CPU while other jobs ran: ~53 training images/s per single-thread run (40 assumed to
-  be safe; ConViT ~20 % slower), ~10 s start-up and ~25 s of evaluation per run. At 40 images/s the
-  6 arms x 2 seeds take about 90 minutes (12 runs, two in parallel); at the measured rate about 70.
-* ``cpu-proxy``: patch 2 on 16 px full-CIFAR-10 images, depth 12, width 48, AdamW at PyTorch's eps: the CPU
-  setting meant to rank the inits as the GPU does at the paper's architecture (issue 11; the README says how far
-  it does). ``cpu-proxy-eps1e-3`` (and its ``-short`` cut) is the same with ``train.py``'s eps 1e-3: kept as
-  the record that at this width the eps alone reverses timm's default against the impulse init.
-* ``cifar10``: the paper's architecture on full CIFAR-10 for 20 epochs, sized for one lent GPU.
+  epoch, two runs at a time with one thread each.
+* ``cpu-proxy``: patch 2 on 16 px full-CIFAR-10 images, depth 12, width 48, AdamW at PyTorch's eps: a CPU
+  setting for ranking the inits at the paper's depth and patch size. ``cpu-proxy-eps1e-3`` (and its ``-short``
+  cut) is the same with ``train.py``'s eps 1e-3.
+* ``cpu-proxy-n2500``, ``-n5000`` (and its ``-randaug`` and ``-mixcut`` augmentations) and ``-n2500-long``: the
+  small-data campaign's profiles, ``cpu-proxy`` on fewer training images or for longer.
+* ``cifar10``: the paper's architecture on full CIFAR-10 for 20 epochs, for one GPU.
 * ``paper``: the paper's setting (ViT-Tiny, patch 2, 12 blocks, 200 epochs, batch 512 and the rest of
-  ``train.py``'s default recipe) on CIFAR-10, CIFAR-100 or SVHN from the Hub: for GPUs, not run here.
+  ``train.py``'s default recipe) on CIFAR-10, CIFAR-100 or SVHN from the Hub, for GPUs.
 """
 
 from __future__ import annotations
@@ -75,8 +73,8 @@ ARMS: dict[str, Arm] = {
 }
 
 
-# The impulse settings first released (chosen from init-time fidelity alone), spelled out so the ablation's
-# runs stay the same runs when the package defaults move (``value_init``, added after them, was "default").
+# The impulse settings the ablation starts from, spelled out so its runs stay the same runs when the package
+# defaults move (``value_init`` is "default").
 FIRST_IMPULSE_DEFAULTS: dict[str, Any] = {
     "pseudo_input": "sincos",
     "sharpness": 0.7,
@@ -142,7 +140,7 @@ ABLATION_ARMS: dict[str, Arm] = {
 }
 
 
-# The patch-2 diagnosis (issue 11), on the cpu-proxy profiles: the 0.1 defaults with one of v2's choices each.
+# The patch-2 diagnosis, on the cpu-proxy profiles: the svd defaults (SVD_DEFAULTS) with one of v2's choices each.
 DIAGNOSIS_ARMS: dict[str, Arm] = {
     arm.name: arm
     for arm in (
@@ -346,7 +344,7 @@ PROFILES["cpu-proxy-eps1e-3-short"] = replace(
 )
 
 
-# The small-data campaign (issue 20): cpu-proxy at fewer training images and with longer training. Compute rule:
+# The small-data campaign: cpu-proxy at fewer training images and with longer training. Compute rule:
 # the same 10 epochs at every size (fewer steps at fewer images); everything else is cpu-proxy's.
 PROFILES["cpu-proxy-n2500"] = replace(
     PROFILES["cpu-proxy"],

@@ -1,8 +1,11 @@
-"""Read the attention maps of a timm ViT or ConViT: what the pictures, benchmarks and tests look at.
+"""The attention maps of a timm ViT or ConViT, and the numbers read from them.
 
 Every map comes from one reader, timm's ``AttentionExtract`` hooked where each block applies dropout
 to its attention (:func:`extract_attention`). For ConViT's gated positional blocks that is the gated mixture
-of content and positional attention.
+of content and positional attention. :func:`timm_attention_maps` and :func:`patch_attention_maps` return the
+maps; the per-block measures read from them are the fit to impulse targets (:func:`block_fidelity`), the
+attention entropy (:func:`attention_entropy`) and the init-health rows (:func:`init_health`: spectral norms of
+W_q and W_k from :func:`qk_spectral_norms`, entropy, the shift under bf16 autocast and the fit to the targets).
 """
 
 from __future__ import annotations
@@ -83,8 +86,6 @@ def block_fidelity(model: nn.Module, images: torch.Tensor, block_targets: list[t
     Returns ``hit_rate`` (share of valid rows whose argmax is the target) and ``target_mass``
     (mean attention on the target) for each block; see :func:`~structinit_hf.init.impulse.target_fidelity`.
     """
-    from ..init.impulse import target_fidelity
-
     maps = patch_attention_maps(model, images)
     return [target_fidelity(m, t.to(m.device)) for m, t in zip(maps, block_targets, strict=True)]
 

@@ -1,4 +1,4 @@
-"""The small-data campaign (issue 20): which init, and when, from the committed benchmark records.
+"""The small-data campaign: which init, and when, from the committed benchmark records.
 
 Reads the ``results.json`` files the harness wrote for the ``cpu-proxy`` family of profiles (no training here) and
 writes one summary: test top-1 per init at every training-set size (with ConViT beside the inits), the gain over timm's
@@ -13,6 +13,7 @@ reference on the same seed (the same split, data order and augmentation). The ti
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,6 +43,7 @@ __all__ = [
     "TIE_RULE",
     "build_augmentation",
     "build_campaign",
+    "campaign_parser",
     "compare",
     "decide",
     "merge_scores",
@@ -49,6 +51,7 @@ __all__ = [
     "plot_augmentation",
     "plot_sizes",
     "render_campaign_markdown",
+    "report_campaign",
     "spread",
     "write_campaign",
 ]
@@ -57,7 +60,7 @@ BENCH = "benchmarks/small_data"
 
 
 # Training-set size -> the records holding cpu-proxy-family runs at that size (10 epochs each), as glob patterns under
-# the repository root. 25,000 is cpu-proxy: seeds 0 and 1 from the previous sessions' records, later seeds and arms
+# the repository root. 25,000 is cpu-proxy: seeds 0 and 1 from its own records, later seeds and arms
 # from the campaign's, one folder per batch of runs (seed2-<arm>/, seed<k>/).
 SIZE_SOURCES: dict[int, tuple[str, ...]] = {
     2_500: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json", f"{BENCH}/cpu-proxy-n2500-cifar10/seed*/results.json"),
@@ -698,3 +701,17 @@ def write_campaign(root: Path | str = ".", out_dir: Path | str = f"{BENCH}/campa
     plot_sizes(record, out_dir / "size.png")
     plot_augmentation(record, out_dir / "augmentation.png")
     return record
+
+
+def campaign_parser(description: str) -> argparse.ArgumentParser:
+    """The flags of ``scripts/campaign_report.py``; ``description`` is the first line of its help."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--root", type=Path, default=Path("."), help="the repository root (default: .)")
+    parser.add_argument("--out-dir", type=Path, default=Path(f"{BENCH}/campaign"))
+    return parser
+
+
+def report_campaign(args: argparse.Namespace) -> None:
+    """Write the campaign's summary from the records under ``args.root`` into ``args.out_dir`` and say so."""
+    write_campaign(args.root, args.out_dir)
+    print(f"wrote {args.out_dir / 'results.md'}, results.json, size.png and augmentation.png")

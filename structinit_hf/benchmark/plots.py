@@ -7,6 +7,7 @@ or ``ConVit`` (for ConViT's gated positional blocks, the gated mixture of conten
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,13 +18,17 @@ from timm.models.convit import ConVit
 from torch import nn
 
 from ..atomic import write_file
+from ..train.args import KeyValueAction
 from ..train.data import find_columns, load_raw_dataset
+from ..train.errors import UsageError
 from ..train.loading import eval_transform, load_model
 from .attention import patch_attention_maps
 
 __all__ = [
     "attention_distance",
+    "attention_parser",
     "default_blocks",
+    "draw_attention",
     "draw_attention_pictures",
     "load_images",
     "nonlocality",
@@ -256,3 +261,60 @@ def draw_attention_pictures(
     boundaries = [model.local_up_to_layer for model in everything.values() if isinstance(model, ConVit)]
     written["nonlocality"] = plot_nonlocality(curves, out_dir / "nonlocality.png", boundaries=boundaries)
     return written
+
+
+def attention_parser() -> argparse.ArgumentParser:
+    """The flags of ``scripts/plot_attention.py``."""
+    parser = argparse.ArgumentParser(
+        description="Draw attention like the paper's Figure 3, and ConViT's non-locality, at initialization and after "
+        "training."
+    )
+    parser.add_argument(
+        "--model",
+        nargs="+",
+        default=["vit_tiny_impulse3", "vit_tiny_mimetic", "vit_tiny_patch2_32"],
+        help="timm names of the inits to compare (one row each)",
+    )
+    parser.add_argument(
+        "--model-kwargs", nargs="*", default={}, action=KeyValueAction, help="builder overrides, key=value"
+    )
+    parser.add_argument("--checkpoint", nargs="+", default=None, help="trained run folders, one per --model")
+    parser.add_argument("--convit", default="convit_tiny_patch2_32", help="the ConViT whose non-locality is drawn")
+    parser.add_argument("--convit-kwargs", nargs="*", default={}, action=KeyValueAction, help="ConViT overrides")
+    parser.add_argument("--convit-checkpoint", default=None, help="trained ConViT run folder")
+    parser.add_argument("--dataset", default="../shared/data/cifar10-small", help="images are its test split")
+    parser.add_argument("--num-images", type=int, default=16)
+    parser.add_argument("--blocks", nargs="+", type=int, default=None, help="1-based (default: first, middle, last)")
+    parser.add_argument("--head", type=int, default=0)
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=Path("runs/attention"),
+        help="where the pictures go (the committed ones are under benchmarks/: name it to redraw them)",
+    )
+    return parser
+
+
+def draw_attention(args: argparse.Namespace) -> None:
+    """Check the flags, draw the pictures :func:`draw_attention_pictures` draws and print their paths."""
+    if args.num_images < 1:
+        raise UsageError(f"--num-images {args.num_images}: out of range; allowed: an integer >= 1")
+    if args.head < 0:
+        raise UsageError(f"--head {args.head}: out of range; allowed: a head index >= 0")
+    if args.blocks is not None and min(args.blocks) < 1:
+        raise UsageError(f"--blocks {' '.join(map(str, args.blocks))}: out of range; allowed: 1-based block numbers")
+    written = draw_attention_pictures(
+        args.out_dir,
+        dataset=args.dataset,
+        models=args.model,
+        checkpoints=args.checkpoint,
+        model_kwargs=args.model_kwargs,
+        convit=args.convit,
+        convit_kwargs=args.convit_kwargs,
+        convit_checkpoint=args.convit_checkpoint,
+        num_images=args.num_images,
+        blocks=args.blocks,
+        head=args.head,
+    )
+    for path in written.values():
+        print(path)

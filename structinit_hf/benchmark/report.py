@@ -179,7 +179,7 @@ def _table(record: dict[str, Any]) -> list[str]:
 
 
 def _target_lines(arms: dict[str, Any]) -> list[str]:
-    """The issue's target, computed from the runs: impulse 3x3 >= default + 3 and >= mimetic - 0.5 (means)."""
+    """The target, computed from the runs: impulse 3x3 >= default + 3 and >= mimetic - 0.5 (means)."""
     if not {"impulse3", "default", "mimetic"} <= arms.keys():
         return []
     mean = {name: statistics.fmean(arms[name]["final_top1"]) for name in ("impulse3", "default", "mimetic")}
