@@ -1,4 +1,4 @@
-"""The small-data campaign's summary (issue 20) from the committed benchmark records; trains nothing.
+"""The small-data campaign's summary from the committed benchmark records; trains nothing.
 
 python scripts/campaign_report.py  # -> benchmarks/small_data/campaign/{results.md,results.json,*.png}
 """

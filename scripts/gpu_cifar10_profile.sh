@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `cifar10` benchmark profile on a lent GPU machine (issue 11): the paper's architecture on full CIFAR-10,
+# The `cifar10` benchmark profile on a lent GPU machine: the paper's architecture on full CIFAR-10,
 # 20 epochs, four runs sharing the GPU. Run from the checkout root with the data and wheels carried along:
 #
 #   mkdir -p data && cp -r ../shared/data/cifar10 data/ && cp -r ../shared/device-wheels data/
