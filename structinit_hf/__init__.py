@@ -18,7 +18,7 @@ from .init.impulse import impulse_shifts, impulse_targets, pseudo_input, sincos_
 from .init.mimetic import mimetic_qk, mimetic_vo
 from .init.options import INIT_METHODS, ImpulseOptions
 from .init.solvers import solve_qk
-from .models import vision_transformer  # noqa: F401  (registers the models with timm)
+from .models import convit, vision_transformer  # noqa: F401  (registers the models with timm)
 from .models.vision_transformer import StructInitVisionTransformer
 
 __version__ = "0.2.0"

@@ -1,43 +1,42 @@
 """timm model registry: plain ViTs whose only difference is how attention starts.
 
 :class:`StructInitVisionTransformer` is timm's ``VisionTransformer`` with a named attention init run by its
-``init_weights`` (after timm's own), and a fixed position code kept as a persistent buffer. One builder
-(:func:`_create_vit`), one cfg table and one short function per name, as in timm's ``vision_transformer.py``;
-each name's geometry, init and pretrained cfg come from :data:`~structinit_hf.models.variants.TIMM_VARIANTS`.
+``init_weights`` (after timm's own), and a fixed position code kept as a persistent buffer. As in timm's
+``vision_transformer.py``: one ``_cfg``, one ``default_cfgs`` table, one builder
+(:func:`_create_vision_transformer`) and one short function per name that writes its geometry and init.
 A checkpoint has stock timm's keys and loads into stock ``VisionTransformer``; the init never runs on the meta
 device or when weights are loaded.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 import torch
 from huggingface_hub import is_offline_mode, try_to_load_from_cache
 from huggingface_hub.errors import LocalEntryNotFoundError
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import (
     build_model_with_cfg,
     generate_default_cfgs,
     get_pretrained_cfg,
     register_model,
-    split_model_name_tag,
 )
-from timm.models.convit import ConVit
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 from torch import nn
 
 from ..init.apply import apply_structured_init
 from ..init.impulse import sincos_2d
 from ..init.options import INIT_METHODS, ImpulseOptions
-from .variants import CIFAR10_DATA, TIMM_VARIANTS, check_geometry, pretrained_cfg, to_pair
 
 __all__ = [
-    "HUB_CHECKPOINTS",
+    "CIFAR10_MEAN",
+    "CIFAR10_STD",
     "IMPULSE_KWARGS",
     "POS_EMBEDS",
     "StructInitVisionTransformer",
-    "convit_tiny_patch2_32",
+    "check_geometry",
     "default_cfgs",
     "init_settings",
     "vit_base_impulse3_patch16_224",
@@ -184,13 +183,11 @@ def _input_cfg(model_args: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-def _create_vit(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitVisionTransformer:
-    """Build the registered ``variant`` from its entry in :data:`~structinit_hf.models.variants.TIMM_VARIANTS`.
-
-    With ``pretrained=True`` the weights are loaded and the attention init does not run.
-    """
+def _create_vision_transformer(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitVisionTransformer:
+    """Build ``variant`` with its pretrained cfg; with ``pretrained=True`` the weights are loaded and the attention
+    init does not run."""
     _require_hub_weights(variant, pretrained, kwargs)
-    model_args = dict(TIMM_VARIANTS[variant].model_args, **kwargs)
+    model_args = dict(kwargs)
     if pretrained:  # the same network, built without solving: its weights are loaded
         settings = init_settings(model_args.pop("attention_init", "impulse"), _pop_options(model_args))
         if settings.get("pseudo_input") == "learned" and model_args.get("pos_embed", "sincos") == "sincos":
@@ -213,52 +210,6 @@ def _create_vit(variant: str, pretrained: bool = False, **kwargs: Any) -> Struct
 
 def _pop_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {name: kwargs.pop(name) for name in IMPULSE_KWARGS if name in kwargs}
-
-
-def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> ConVit:
-    heads = kwargs.get("num_heads", 4)  # ConViT's embed_dim is per head
-    check_geometry(
-        kwargs.get("img_size", 224), kwargs.get("patch_size", 16), kwargs.get("embed_dim", 48) * heads, heads
-    )
-    overlay = {**_input_cfg(kwargs), **(kwargs.pop("pretrained_cfg_overlay", None) or {})}
-    model = build_model_with_cfg(
-        ConVit,
-        variant,
-        pretrained,
-        pretrained_cfg_overlay=overlay,
-        feature_cfg=dict(out_indices=3, feature_cls="getter"),
-        **kwargs,
-    )
-    model.stock_architecture = "convit_tiny"  # exports name it, with the arguments that rebuild this network
-    model.network_args = {k: v for k, v in kwargs.items() if k not in _NOT_NETWORK_ARGS}
-    return model
-
-
-default_cfgs = generate_default_cfgs(
-    {
-        **{
-            name: pretrained_cfg(variant.model_args["img_size"], variant.data, variant.paper_ids)
-            for name, variant in TIMM_VARIANTS.items()
-        },
-        "convit_tiny_patch2_32": pretrained_cfg(32, CIFAR10_DATA, "arXiv:2103.10697"),
-    }
-)
-
-
-# Published checkpoints (scripts/push_to_hub.py uploads them): "<model>.<tag>" -> Hub repo. Each becomes a pretrained
-# tag whose cfg is the model's own plus ``hf_hub_id``; the untagged cfg stays the default, so a bare name still builds
-# a freshly initialized model and only the tagged name downloads weights.
-HUB_CHECKPOINTS = {"vit_tiny_impulse3.cifar10": "structinit-hf/vit_tiny_impulse3.cifar10"}
-
-
-def _add_hub_checkpoint_tags(cfgs: dict[str, Any]) -> None:
-    for name, repo_id in HUB_CHECKPOINTS.items():
-        architecture, tag = split_model_name_tag(name)
-        cfgs[architecture].tags.append(tag)  # appended: the untagged, weightless cfg stays the default
-        cfgs[architecture].cfgs[tag] = replace(cfgs[architecture].cfgs[""], hf_hub_id=repo_id)
-
-
-_add_hub_checkpoint_tags(default_cfgs)
 
 
 def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any]) -> None:
@@ -285,56 +236,169 @@ def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any])
         )
 
 
+def to_pair(value: int | tuple[int, int] | list[int], name: str) -> tuple[int, int]:
+    """``(height, width)`` of an int or a pair; ``ValueError`` naming ``name`` unless both are positive ints."""
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
+        raise ValueError(f"{name} must be a positive int or a pair of them, got {value!r}")
+    return pair
+
+
+def check_geometry(
+    image_size: int | tuple[int, int],
+    patch_size: int | tuple[int, int],
+    width: int,
+    num_heads: int,
+    sincos: bool = False,
+) -> tuple[int, int]:
+    """Check that the image splits into whole patches and the width into whole heads; return the patch grid.
+
+    ``sincos``: the 2-D sin-cos position code also needs the width divisible by 4.  timm calls these
+    ``img_size``, ``embed_dim``, ``num_heads``; the transformers config ``image_size``, ``hidden_size``,
+    ``num_attention_heads``.
+    """
+    image, patch = to_pair(image_size, "img_size / image_size"), to_pair(patch_size, "patch_size")
+    if any(i % p for i, p in zip(image, patch, strict=True)):
+        raise ValueError(f"img_size / image_size {image} is not divisible by patch_size {patch}")
+    if width % num_heads:
+        raise ValueError(
+            f"embed_dim / hidden_size {width} is not divisible by num_heads / num_attention_heads {num_heads}"
+        )
+    if sincos and width % 4:
+        raise ValueError(f"a 2-D sin-cos position embedding needs embed_dim / hidden_size divisible by 4, got {width}")
+    return image[0] // patch[0], image[1] // patch[1]
+
+
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+
+
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+
+
+def _cfg(url: str = "", **kwargs: Any) -> dict[str, Any]:
+    """A registered name's pretrained cfg: the paper's CIFAR-10 setting unless ``kwargs`` say otherwise."""
+    return {
+        "url": url,
+        "num_classes": 10,
+        "input_size": (3, 32, 32),
+        "pool_size": None,
+        "crop_pct": 1.0,
+        "interpolation": "bicubic",
+        "fixed_input_size": True,
+        "mean": CIFAR10_MEAN,
+        "std": CIFAR10_STD,
+        "first_conv": "patch_embed.proj",
+        "classifier": "head",
+        "license": "apache-2.0",
+        "paper_ids": "arXiv:2404.01139",
+        **kwargs,
+    }
+
+
+def _imagenet_cfg(**kwargs: Any) -> dict[str, Any]:
+    return _cfg(
+        num_classes=1000,
+        input_size=(3, 224, 224),
+        crop_pct=0.9,
+        mean=IMAGENET_DEFAULT_MEAN,
+        std=IMAGENET_DEFAULT_STD,
+        **kwargs,
+    )
+
+
+# A published checkpoint is a pretrained tag ("<name>.<tag>", an hf_hub_id). timm makes the first tag with weights
+# its name's default; the "*" tag listed after it marks the untagged, weightless cfg as the default instead, so the
+# bare name builds a freshly initialized model and only the tagged name downloads weights.
+default_cfgs = generate_default_cfgs(
+    {
+        "vit_tiny_patch2_32": _cfg(),
+        "vit_tiny_impulse3.cifar10": _cfg(hf_hub_id="structinit-hf/vit_tiny_impulse3.cifar10"),
+        "vit_tiny_impulse3.*": _cfg(),
+        "vit_tiny_impulse5": _cfg(),
+        "vit_tiny_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
+        "vit_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
+        "vit_tiny_impulse3_patch16_224": _imagenet_cfg(),
+        "vit_small_impulse3_patch16_224": _imagenet_cfg(),
+        "vit_base_impulse3_patch16_224": _imagenet_cfg(),
+    }
+)
+
+
 @register_model
 def vit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, with timm's default init: the control of the paper's CIFAR runs."""
-    return _create_vit("vit_tiny_patch2_32", pretrained, **kwargs)
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="default",
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_patch2_32", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_tiny_impulse3(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, attention initialized as random 3x3 impulse filters."""
-    return _create_vit("vit_tiny_impulse3", pretrained, **kwargs)
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="impulse", kernel_size=3,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_impulse3", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_tiny_impulse5(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, attention initialized as random 5x5 impulse filters."""
-    return _create_vit("vit_tiny_impulse5", pretrained, **kwargs)
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="impulse", kernel_size=5,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_impulse5", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_tiny_mimetic(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, with mimetic attention init (Trockman & Kolter 2023)."""
-    return _create_vit("vit_tiny_mimetic", pretrained, **kwargs)
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="mimetic",
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_mimetic", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_mimetic(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """Alias of ``vit_tiny_mimetic``."""
-    return _create_vit("vit_mimetic", pretrained, **kwargs)
-
-
-@register_model
-def convit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> ConVit:
-    """timm's ConViT-Tiny (d'Ascoli et al. 2021) at 32 px, patch 2: the architectural peer."""
-    model_args = dict(img_size=32, patch_size=2, local_up_to_layer=10, locality_strength=1.0, embed_dim=48, num_heads=4)
-    return _create_convit("convit_tiny_patch2_32", pretrained, **dict(model_args, **kwargs))
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="mimetic",
+    )  # fmt: skip
+    return _create_vision_transformer("vit_mimetic", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_tiny_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _create_vit("vit_tiny_impulse3_patch16_224", pretrained, **kwargs)
+    model_args = dict(
+        img_size=224, patch_size=16, depth=12, class_token=False, global_pool="avg", embed_dim=192, num_heads=3,
+        attention_init="impulse", kernel_size=3,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_impulse3_patch16_224", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_small_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Small/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _create_vit("vit_small_impulse3_patch16_224", pretrained, **kwargs)
+    model_args = dict(
+        img_size=224, patch_size=16, depth=12, class_token=False, global_pool="avg", embed_dim=384, num_heads=6,
+        attention_init="impulse", kernel_size=3,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_small_impulse3_patch16_224", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_base_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Base/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _create_vit("vit_base_impulse3_patch16_224", pretrained, **kwargs)
+    model_args = dict(
+        img_size=224, patch_size=16, depth=12, class_token=False, global_pool="avg", embed_dim=768, num_heads=12,
+        attention_init="impulse", kernel_size=3,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_base_impulse3_patch16_224", pretrained, **dict(model_args, **kwargs))
