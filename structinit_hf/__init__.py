@@ -28,7 +28,7 @@ _LAZY = {
     "StructInitViTConfig": "models.timm_wrapper",
     "StructInitViTForImageClassification": "models.timm_wrapper",
     "StructInitViTModel": "models.timm_wrapper",
-    "save_checkpoint": "models.export",
+    "save_checkpoint": "models.timm_wrapper",
 }
 
 __all__ = [

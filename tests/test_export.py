@@ -16,7 +16,7 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification, Ti
 from without_package import run_without_package
 
 import structinit_hf
-from structinit_hf.models import export
+from structinit_hf.models import timm_wrapper
 from structinit_hf.models.vision_transformer import default_cfgs
 
 LABELS = [f"class_{i}" for i in range(10)]
@@ -131,7 +131,7 @@ def test_a_failed_save_leaves_the_existing_checkpoint_untouched(tmp_path: Path, 
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(export, "save_file", broken)
+    monkeypatch.setattr(timm_wrapper, "save_file", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         structinit_hf.save_checkpoint(_tiny_timm(), tmp_path / "final", label_names=list("abcdefghij"))
     assert {p.name: p.read_bytes() for p in good.iterdir()} == before
