@@ -5,13 +5,14 @@ Plain Python: the one place an option's default is written (:data:`PROJECT_DEFAU
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS
+from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS, validate_kernel_size
 from .solvers import SOLVERS
 
 __all__ = [
+    "IMPULSE_KWARGS",
     "INIT_METHODS",
     "ImpulseOptions",
     "PINV_DEFAULTS",
@@ -20,6 +21,7 @@ __all__ = [
     "SHIFT_DEFAULTS",
     "SVD_DEFAULTS",
     "VALUE_INITS",
+    "init_settings",
 ]
 
 INIT_METHODS = ("impulse", "mimetic", "default")
@@ -175,12 +177,28 @@ class ImpulseOptions:
             raise ValueError(f"sharpness must be in (0, 1), got {self.sharpness}")
         if self.sharpness is None and self.solver == "svd" and not self.qk_frobenius:
             raise ValueError("solver 'svd' needs a sharpness in (0, 1) or a qk_frobenius > 0")
-        if (
-            isinstance(self.kernel_size, bool)
-            or not isinstance(self.kernel_size, int)
-            or self.kernel_size < 1
-            or self.kernel_size % 2 == 0
-        ):
-            raise ValueError(f"kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {self.kernel_size!r}")
+        validate_kernel_size(self.kernel_size)
         if self.shift_order == "centre-first" and self.kernel_size != 3:
             raise ValueError(f"shift_order 'centre-first' needs kernel_size 3, got {self.kernel_size}")
+
+
+IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # preset, kernel_size, seed, pseudo_input, ...
+
+
+def init_settings(method: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The full settings of init ``method`` with ``options`` (defaults filled in): ``{"attention_init": method, ...}``.
+
+    ``"impulse"`` takes the fields of :class:`ImpulseOptions`, ``"mimetic"`` only ``seed`` (default 0), ``"default"``
+    nothing. Raises ``ValueError`` for an unknown method, an option the method does not take or a bad value.
+    """
+    if method not in INIT_METHODS:
+        raise ValueError(f"unknown init method {method!r}; expected one of {', '.join(INIT_METHODS)}")
+    if method == "impulse":
+        return {"attention_init": method, **asdict(ImpulseOptions(**options))}
+    if method == "mimetic":
+        if set(options) - {"seed"}:
+            raise ValueError(f"init method 'mimetic' takes only 'seed', got {sorted(set(options) - {'seed'})}")
+        return {"attention_init": method, "seed": options.get("seed", 0)}
+    if options:
+        raise ValueError(f"init method 'default' takes no options, got {sorted(options)}")
+    return {"attention_init": method}

@@ -10,7 +10,6 @@ device or when weights are loaded.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -27,18 +26,17 @@ from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_
 from torch import nn
 
 from ..init.apply import apply_structured_init
+from ..init.common import to_pair
 from ..init.impulse import sincos_2d
-from ..init.options import INIT_METHODS, ImpulseOptions
+from ..init.options import IMPULSE_KWARGS, init_settings
 
 __all__ = [
     "CIFAR10_MEAN",
     "CIFAR10_STD",
-    "IMPULSE_KWARGS",
     "POS_EMBEDS",
     "StructInitVisionTransformer",
     "check_geometry",
     "default_cfgs",
-    "init_settings",
     "vit_base_impulse3_patch16_224",
     "vit_mimetic",
     "vit_small_impulse3_patch16_224",
@@ -57,27 +55,7 @@ _STOCK_VIT_NAMES = {192: "vit_tiny_patch16_224", 384: "vit_small_patch16_224", 7
 _NOT_NETWORK_ARGS = ("num_classes", "device", "dtype", "cache_dir", "pretrained_cfg", "features_only", "out_indices")
 
 
-IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # kernel_size, seed, pseudo_input, ...
-
-
 POS_EMBEDS = ("sincos", "learn", "none")
-
-
-def init_settings(attention_init: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The full settings (defaults filled in) of an attention init; raises ``ValueError`` on bad options."""
-    if attention_init not in INIT_METHODS:
-        raise ValueError(f"unknown attention_init {attention_init!r}; expected one of {', '.join(INIT_METHODS)}")
-    allowed = {"impulse": set(IMPULSE_KWARGS), "mimetic": {"seed"}, "default": set()}[attention_init]
-    if set(options) - allowed:
-        raise ValueError(
-            f"{sorted(set(options) - allowed)} are impulse options; attention_init={attention_init!r} does not "
-            "take them"
-        )
-    if attention_init == "impulse":
-        return {"attention_init": attention_init, **asdict(ImpulseOptions(**options))}
-    if attention_init == "mimetic":
-        return {"attention_init": attention_init, "seed": options.get("seed", 0)}
-    return {"attention_init": attention_init}
 
 
 class StructInitVisionTransformer(VisionTransformer):
@@ -234,14 +212,6 @@ def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any])
             "not in the local cache. Run once online to cache them, or pass a local copy with "
             "pretrained_cfg_overlay=dict(file='model.safetensors')."
         )
-
-
-def to_pair(value: int | tuple[int, int] | list[int], name: str) -> tuple[int, int]:
-    """``(height, width)`` of an int or a pair; ``ValueError`` naming ``name`` unless both are positive ints."""
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
-        raise ValueError(f"{name} must be a positive int or a pair of them, got {value!r}")
-    return pair
 
 
 def check_geometry(
