@@ -138,10 +138,15 @@ class StructInitVisionTransformer(VisionTransformer):
             self.structinit_settings["weight_init"] = mode or self.weight_init_mode
 
     def init_non_persistent_buffers(self) -> None:
-        """Called by transformers' ``TimmWrapperPreTrainedModel._init_weights`` after it re-drew every ``nn.Linear``
-        from N(0, initializer_range): unless transformers loaded some of this model's tensors (it flags them
-        ``_is_hf_initialized``), the model gets its own init back (``from_config``, or ``init_weights()`` after a
-        meta-device build); a loaded model is left as loaded."""
+        """Run :meth:`init_weights` again: transformers calls this method, by this name, right after its own
+        ``_init_weights`` re-drew every ``nn.Linear`` from N(0, initializer_range), which overwrites the attention init.
+
+        So ``from_config`` (or transformers' ``init_weights()`` after a meta-device build) ends with the model's own
+        init, timm's then the attention solve, as ``timm.create_model`` does. A model some of whose tensors
+        transformers loaded (it flags them ``_is_hf_initialized``) is left as loaded. The solve runs a second time
+        rather than the first one's tensors being written back: timm's init re-draws the patch embedding from the
+        global generator, and the content-suppressing solve (``suppress_content=True``) reads it.
+        """
         if not any(getattr(t, "_is_hf_initialized", False) for t in (*self.parameters(), *self.buffers())):
             self.init_weights()
 
