@@ -1,8 +1,7 @@
 """Apply a named attention initialization to a Vision Transformer (timm or transformers).
 
-The algorithms live in :mod:`structinit_hf.init.impulse`, :mod:`structinit_hf.init.solvers` and :mod:`structinit_hf.init.mimetic`,
-the options in :mod:`structinit_hf.init.options`, where a model keeps its weights in :mod:`structinit_hf.init.layouts`; this
-module runs an init on a model.
+The algorithms live in :mod:`.impulse`, :mod:`.solvers` and :mod:`.mimetic`, the options in :mod:`.options`, where a
+model keeps its weights in :mod:`.layouts`; this module runs an init on a model.
 """
 
 from __future__ import annotations

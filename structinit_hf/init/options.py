@@ -30,9 +30,7 @@ INIT_METHODS = ("impulse", "mimetic", "default")
 VALUE_INITS = ("default", "mimetic")  # what impulse init does to the value/output projections
 
 
-# The 0.1 release's defaults: this project's "svd" closed form on the sin-cos code, content suppressed, sharpness 0.7.
-# On the one GPU run at the paper's architecture and on the cpu-proxy profile they trained far worse than timm's
-# default init: the attention collapses onto single keys as training goes (README, issue 11).
+# This project's "svd" closed form on the sin-cos code, content suppressed, sharpness 0.7, value/output as drawn.
 SVD_DEFAULTS: dict[str, Any] = dict(
     pseudo_input="sincos",
     sharpness=0.7,
@@ -48,7 +46,7 @@ SVD_DEFAULTS: dict[str, Any] = dict(
 
 
 # v2's closed form and scale with the paper's random shifts: a learned-style code x18, Q/K at Frobenius norm 7 per head,
-# mimetic value/output. Attention starts soft, at mimetic's scale (README: init health).
+# mimetic value/output.
 PINV_DEFAULTS: dict[str, Any] = dict(
     SVD_DEFAULTS,
     pseudo_input="learned",
@@ -65,9 +63,7 @@ PINV_DEFAULTS: dict[str, Any] = dict(
 SHIFT_DEFAULTS: dict[str, Any] = dict(SVD_DEFAULTS, solver="shift", suppress_content=False, value_init="mimetic")
 
 
-# This project's own construction ("structinit"): the shift construction since 0.2, chosen on the cpu-proxy profile
-# (the CPU setting that ranks timm's default, mimetic and the svd construction as the GPU run did); not yet measured
-# at the paper's scale (README, "Impulse init at the paper's architecture").
+# This project's own construction (preset "structinit"): the shift construction, 3x3 window, seed 0.
 PROJECT_DEFAULTS: dict[str, Any] = dict(kernel_size=3, seed=0, **SHIFT_DEFAULTS)
 
 

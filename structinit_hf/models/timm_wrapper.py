@@ -10,12 +10,12 @@ rebuild the network, its data cfg (``pretrained_cfg``) and the init the model st
 With ``structinit_hf`` imported, ``TimmWrapperConfig(architecture="vit_tiny_impulse3", model_args={...})`` builds
 the model through ``AutoModelForImageClassification.from_config`` and keeps its init: transformers re-draws every
 ``nn.Linear`` after construction, then calls the timm model's ``init_non_persistent_buffers()``, which runs the
-model's own init again (:class:`~structinit_hf.models.vision_transformer.StructInitVisionTransformer`). ``from_pretrained`` builds
-on the meta device, where no init runs, and loads the weights.
+model's own init again (``StructInitVisionTransformer`` in :mod:`structinit_hf.models.vision_transformer`).
+``from_pretrained`` builds on the meta device, where no init runs, and loads the weights.
 
 :class:`StructInitViTConfig` is that config under this package's ``model_type`` (``structinit_vit``), defaulting to
-``vit_tiny_impulse3``; it also reads the folders of the 0.1 release, whose ``config.json`` already names a stock timm
-architecture. Its models save under :func:`stock_timm_config`: a ``timm_wrapper`` config naming a stock timm
+``vit_tiny_impulse3``; it also reads older ``structinit_vit`` folders, whose ``config.json`` already names a stock
+timm architecture. Its models save under :func:`stock_timm_config`: a ``timm_wrapper`` config naming a stock timm
 architecture with the ``model_args`` that rebuild the network, timm's pretrained cfg (data cfg, ``num_classes``,
 ``classifier``) and the init the model started from (``structinit``).
 """

@@ -61,12 +61,13 @@ POS_EMBEDS = ("sincos", "learn", "none")
 class StructInitVisionTransformer(VisionTransformer):
     """timm's ``VisionTransformer`` whose attention starts from ``attention_init``.
 
-    ``attention_init`` is ``"impulse"`` (keyword options: the fields of :class:`~structinit_hf.init.options.ImpulseOptions`),
-    ``"mimetic"`` (``seed``) or ``"default"`` (timm's init only). ``pos_embed="sincos"`` is the paper's fixed 2-D
-    sin-cos code, a persistent buffer (every parameter trains; the ``pos_embed`` key stays, so stock timm loads the
-    checkpoint); it is a parameter when the init writes a learned-style code (``pseudo_input="learned"``, v2).
-    ``"learn"`` and ``"none"`` are timm's. The structured init runs in :meth:`init_weights`, after timm's, and
-    is skipped on the meta device; ``structinit_settings`` records what ran (``None`` where nothing did).
+    ``attention_init`` is ``"impulse"`` (keyword options: the fields of
+    :class:`~structinit_hf.init.options.ImpulseOptions`), ``"mimetic"`` (``seed``) or ``"default"`` (timm's init
+    only). ``pos_embed="sincos"`` is the paper's fixed 2-D sin-cos code, a persistent buffer (every parameter trains;
+    the ``pos_embed`` key stays, so stock timm loads the checkpoint); it is a parameter when the init writes a
+    learned-style code (``pseudo_input="learned"``, v2). ``"learn"`` and ``"none"`` are timm's. The structured init
+    runs in :meth:`init_weights`, after timm's, and is skipped on the meta device; ``structinit_settings`` records
+    what ran (``None`` where nothing did).
     """
 
     __jit_unused_properties__ = ["stock_architecture", "gradient_checkpointing"]  # TorchScript skips them
