@@ -2,8 +2,8 @@
 
 Importing the package registers its models with timm (``timm.list_models("*impulse*")``) and loads only what that
 needs (torch, timm). transformers reaches the models through its own ``TimmWrapperConfig``; this package's
-transformers names (:mod:`structinit_hf.models.timm_wrapper`: ``StructInitViTConfig`` and its ``model_type`` ``structinit_vit``, the
-format of 0.1 checkpoints) register with transformers as soon as both are imported, in either order, and
+transformers names (:mod:`structinit_hf.models.timm_wrapper`: ``StructInitViTConfig`` and its ``model_type``
+``structinit_vit``) register with transformers as soon as both are imported, in either order, and
 :func:`save_checkpoint` loads on first use. The training application (``structinit_hf.train.loop``, ``evaluation``,
 ``benchmark`` ...) needs the ``train`` extra.
 """
@@ -18,7 +18,7 @@ from .init.impulse import impulse_shifts, impulse_targets, pseudo_input, sincos_
 from .init.mimetic import mimetic_qk, mimetic_vo
 from .init.options import INIT_METHODS, ImpulseOptions
 from .init.solvers import solve_qk
-from .models import vision_transformer  # noqa: F401  (registers the models with timm)
+from .models import convit, vision_transformer  # noqa: F401  (registers the models with timm)
 from .models.vision_transformer import StructInitVisionTransformer
 
 __version__ = "0.2.0"
@@ -28,7 +28,7 @@ _LAZY = {
     "StructInitViTConfig": "models.timm_wrapper",
     "StructInitViTForImageClassification": "models.timm_wrapper",
     "StructInitViTModel": "models.timm_wrapper",
-    "save_checkpoint": "models.export",
+    "save_checkpoint": "models.timm_wrapper",
 }
 
 __all__ = [
@@ -57,9 +57,9 @@ def __getattr__(name: str):
 
 
 class _RegisterWithTransformers(importlib.abc.MetaPathFinder):
-    """Registers :mod:`.hf` (``model_type`` ``structinit_vit``) right after ``transformers`` is first imported, so a
-    folder of that type loads whether this package or transformers was imported first. Finds nothing itself: it
-    wraps the regular spec's loader once, then leaves ``sys.meta_path``."""
+    """Registers :mod:`.models.timm_wrapper` (``model_type`` ``structinit_vit``) right after ``transformers`` is first
+    imported, so a folder of that type loads whether this package or transformers was imported first. Finds nothing
+    itself: it wraps the regular spec's loader once, then leaves ``sys.meta_path``."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "transformers":

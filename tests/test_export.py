@@ -16,8 +16,8 @@ from transformers import AutoImageProcessor, AutoModelForImageClassification, Ti
 from without_package import run_without_package
 
 import structinit_hf
-from structinit_hf.models import export
-from structinit_hf.models.variants import TIMM_VARIANTS
+from structinit_hf.models import timm_wrapper
+from structinit_hf.models.vision_transformer import default_cfgs
 
 LABELS = [f"class_{i}" for i in range(10)]
 
@@ -37,7 +37,7 @@ def test_timm_model_checkpoint_loads_in_timm_and_transformers(tmp_path: Path):
     assert set(load_file(folder / "model.safetensors")) == set(model.state_dict())
 
     config = json.loads((folder / "config.json").read_text())
-    assert config["architecture"] in timm.list_models() and config["architecture"] not in TIMM_VARIANTS
+    assert config["architecture"] in timm.list_models() and config["architecture"] not in default_cfgs
     assert "num_classes" not in config["model_args"]
     assert config["model_args"]["depth"] == 1 and config["model_args"]["embed_dim"] == 64
     assert (config["num_classes"], config["num_features"], config["label_names"]) == (10, 64, LABELS)
@@ -131,7 +131,7 @@ def test_a_failed_save_leaves_the_existing_checkpoint_untouched(tmp_path: Path, 
     def broken(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(export, "save_file", broken)
+    monkeypatch.setattr(timm_wrapper, "save_file", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         structinit_hf.save_checkpoint(_tiny_timm(), tmp_path / "final", label_names=list("abcdefghij"))
     assert {p.name: p.read_bytes() for p in good.iterdir()} == before

@@ -24,7 +24,7 @@ from transformers import (
 import structinit_hf
 from structinit_hf import StructInitViTConfig, StructInitViTForImageClassification
 from structinit_hf.init import impulse, options
-from structinit_hf.models import variants
+from structinit_hf.models.vision_transformer import default_cfgs
 
 # a tiny network for every name: 16 px, patch 2 (8 x 8 grid), 32 wide, 2 heads, 2 blocks
 TINY_ARGS = dict(img_size=16, patch_size=2, embed_dim=32, depth=2, num_heads=2)
@@ -54,11 +54,11 @@ def _init_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return tensors
 
 
-@pytest.mark.parametrize("name", sorted(variants.TIMM_VARIANTS))
+@pytest.mark.parametrize("name", sorted(default_cfgs))
 def test_timm_wrapper_from_config_keeps_the_init_of_every_name(name: str):
     """transformers' own route (TimmWrapperConfig + from_config) re-draws every Linear after construction; the
     model's init comes back, equal to timm.create_model's, and its settings say so."""
-    attention_init = variants.TIMM_VARIANTS[name].model_args["attention_init"]
+    attention_init = "default" if name == "vit_tiny_patch2_32" else "mimetic" if "mimetic" in name else "impulse"
     model_args = dict(TINY_ARGS, **({} if attention_init == "default" else {"seed": 3}))
     config = TimmWrapperConfig(architecture=name, model_args=model_args, num_labels=4)
     wrapped = AutoModelForImageClassification.from_config(config).timm_model

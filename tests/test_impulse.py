@@ -58,6 +58,20 @@ def test_kernel_larger_than_grid_is_rejected() -> None:
         impulse.validate_kernel_size(7, (5, 9))
 
 
+@pytest.mark.parametrize(("grid", "dim"), [((4, 4), 16), ((8, 6), 192), ((14, 14), 768)])
+def test_sincos_is_timms_code_with_its_channels_in_another_order(grid, dim) -> None:
+    """timm's ``build_sincos2d_pos_embed`` orders the quarters sin y, sin x, cos y, cos x; ours sin y, cos y, sin x,
+    cos x (float64 then float32, so not bit-identical: the models keep ours)."""
+    from timm.layers import build_sincos2d_pos_embed
+
+    quarter = dim // 4
+    ours = impulse.sincos_2d(grid, dim)
+    sin_y, cos_y, sin_x, cos_x = ours.split(quarter, dim=1)
+    timms = build_sincos2d_pos_embed(list(grid), dim)
+    torch.testing.assert_close(torch.cat([sin_y, sin_x, cos_y, cos_x], dim=1), timms, rtol=0, atol=1e-6)
+    assert not torch.allclose(ours, timms, atol=1e-3)  # the order differs
+
+
 def test_sincos_encoding_layout_and_errors() -> None:
     code = impulse.sincos_2d((3, 5), 16)
     assert code.shape == (15, 16)

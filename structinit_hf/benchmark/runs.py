@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json
-from ..init.options import ImpulseOptions
-from ..models.vision_transformer import IMPULSE_KWARGS
+from ..init.options import IMPULSE_KWARGS, ImpulseOptions
 from .arms import Arm, BenchmarkDataset, Profile, arm_model_kwargs
 
 RUN_RESULTS = "results.json"

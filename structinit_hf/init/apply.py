@@ -1,8 +1,7 @@
 """Apply a named attention initialization to a Vision Transformer (timm or transformers).
 
-The algorithms live in :mod:`structinit_hf.init.impulse`, :mod:`structinit_hf.init.solvers` and :mod:`structinit_hf.init.mimetic`,
-the options in :mod:`structinit_hf.init.options`, where a model keeps its weights in :mod:`structinit_hf.init.layouts`; this
-module runs an init on a model.
+The algorithms live in :mod:`.impulse`, :mod:`.solvers` and :mod:`.mimetic`, the options in :mod:`.options`, where a
+model keeps its weights in :mod:`.layouts`; this module runs an init on a model.
 """
 
 from __future__ import annotations
@@ -15,12 +14,10 @@ import torch
 from torch import nn
 
 from . import impulse, solvers
+from .common import seeded_generator
 from .layouts import ViTLayout, vit_layout
 from .mimetic import mimetic_qk, mimetic_vo
-from .options import (
-    INIT_METHODS,
-    ImpulseOptions,
-)
+from .options import ImpulseOptions, init_settings
 
 __all__ = ["apply_structured_init", "impulse_block_targets"]
 
@@ -40,7 +37,7 @@ def _content_basis(layout: ViTLayout) -> torch.Tensor:
 
 def _content_samples(layout: ViTLayout, code: torch.Tensor, seed: int, samples: int = 4) -> torch.Tensor:
     """Pseudo inputs with simulated image content: LayerNorm(code + patch embedding of unit-variance noise)."""
-    generator = torch.Generator().manual_seed(int(seed))
+    generator = seeded_generator(seed)
     weight = layout.patch_weight.detach().reshape(layout.dim, -1).float().cpu()
     pixels = torch.randn(samples, code.shape[0], weight.shape[1], generator=generator)
     content = pixels @ weight.T + (0 if layout.patch_bias is None else layout.patch_bias.float().cpu())
@@ -165,18 +162,13 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     records every block's shifts as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head).
     The init computes in float32 and writes into the model's dtype, whatever the default dtype.
     """
-    if method not in INIT_METHODS:
-        raise ValueError(f"unknown init method {method!r}; expected one of {', '.join(INIT_METHODS)}")
+    settings = init_settings(method, options)
     if method == "default":
-        if options:
-            raise ValueError(f"init method 'default' takes no options, got {sorted(options)}")
         return model
-    if method == "mimetic" and set(options) - {"seed"}:
-        raise ValueError(f"init method 'mimetic' takes only 'seed', got {sorted(set(options) - {'seed'})}")
     layout = vit_layout(model)
     with _float32_default():
         if method == "impulse":
             model.structinit_shifts = _apply_impulse(layout, ImpulseOptions(**options))
         else:
-            _apply_mimetic(layout, options.get("seed", 0))
+            _apply_mimetic(layout, settings["seed"])
     return model

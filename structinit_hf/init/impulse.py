@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from .solvers import _generator, as_grid, shift_index
+from .common import seeded_generator, to_pair
+from .solvers import shift_index
 
 __all__ = [
     "CENTRE_FIRST_CELLS",
@@ -54,13 +55,13 @@ LAYER_NORM_EPS = 1e-6  # timm's ViT LayerNorm eps, so the pseudo input matches w
 Grid = tuple[int, int]
 
 
-def validate_kernel_size(kernel_size: int, grid_size: int | Sequence[int]) -> None:
-    """Raise ``ValueError`` unless ``kernel_size`` is a positive odd int that fits the patch grid."""
-    h, w = as_grid(grid_size)
-    if isinstance(kernel_size, bool) or not isinstance(kernel_size, int):
-        raise ValueError(f"kernel_size must be an odd int >= 1, got {kernel_size!r}")
-    if kernel_size < 1 or kernel_size % 2 == 0:
-        raise ValueError(f"kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {kernel_size}")
+def validate_kernel_size(kernel_size: int, grid_size: int | Sequence[int] | None = None) -> None:
+    """Raise ``ValueError`` unless ``kernel_size`` is a positive odd int that fits the patch grid (if one is given)."""
+    if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1 or kernel_size % 2 == 0:
+        raise ValueError(f"kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {kernel_size!r}")
+    if grid_size is None:
+        return
+    h, w = to_pair(grid_size)
     if kernel_size > min(h, w):
         largest = min(h, w) - 1 + min(h, w) % 2  # the largest odd size that fits
         raise ValueError(
@@ -86,13 +87,13 @@ def impulse_shifts(
         raise ValueError(f"num_heads must be >= 1, got {num_heads}")
     if order not in SHIFT_ORDERS:
         raise ValueError(f"unknown shift order {order!r}; expected one of {', '.join(SHIFT_ORDERS)}")
-    validate_kernel_size(kernel_size, grid_size if grid_size is not None else kernel_size)
+    validate_kernel_size(kernel_size, grid_size)
     if order == "centre-first":
         if kernel_size != 3:
             raise ValueError(f"shift order 'centre-first' is defined for kernel_size 3 only, got {kernel_size}")
         index = torch.tensor([CENTRE_FIRST_CELLS[head % 9] for head in range(num_heads)])
     else:
-        index = torch.randint(0, kernel_size * kernel_size, (num_heads,), generator=_generator(seed))
+        index = torch.randint(0, kernel_size * kernel_size, (num_heads,), generator=seeded_generator(seed))
     half = kernel_size // 2
     return torch.stack([index // kernel_size - half, index % kernel_size - half], dim=1)
 
@@ -111,9 +112,10 @@ def sincos_2d(grid_size: int | Sequence[int], dim: int, temperature: float = 100
     """Fixed 2-D sin-cos position encoding of shape ``(h * w, dim)`` (row-major tokens).
 
     A quarter of the channels each hold ``sin(y w_k)``, ``cos(y w_k)``, ``sin(x w_k)``, ``cos(x w_k)``
-    with ``w_k = temperature ** (-k / (dim / 4))``, as in MoCo v3 and the paper's CIFAR models.
+    with ``w_k = temperature ** (-k / (dim / 4))``, as in MoCo v3 and the paper's CIFAR models. timm's
+    ``build_sincos2d_pos_embed`` is the same code with the quarters ordered ``sin y, sin x, cos y, cos x``.
     """
-    h, w = as_grid(grid_size)
+    h, w = to_pair(grid_size)
     if dim % 4 != 0:
         raise ValueError(f"a 2-D sin-cos encoding needs dim divisible by 4, got dim={dim}")
     omega = temperature ** (-torch.arange(dim // 4, dtype=torch.float64) / (dim // 4))
@@ -142,8 +144,8 @@ def pseudo_input(
     """
     if kind not in PSEUDO_INPUTS:
         raise ValueError(f"unknown pseudo input {kind!r}; expected one of {', '.join(PSEUDO_INPUTS)}")
-    h, w = as_grid(grid_size)
-    generator = _generator(seed)
+    h, w = to_pair(grid_size)
+    generator = seeded_generator(seed)
     x = sincos_2d((h, w), dim) if kind.startswith("sincos") else torch.zeros(h * w, dim)
     if kind.endswith("uniform"):
         x = x + noise_scale * (2 * torch.rand(h * w, dim, generator=generator) - 1)
@@ -215,7 +217,7 @@ def impulse_logit_targets(grid_size: int | Sequence[int], targets: torch.Tensor)
     so this shape is what it can represent; and because no key but the target scores above zero,
     the per-key rescaling that LayerNorm applies on real images cannot lift another key over it.
     """
-    h, w = as_grid(grid_size)
+    h, w = to_pair(grid_size)
     n = h * w
     if targets.shape[-1] != n:
         raise ValueError(f"targets have {targets.shape[-1]} keys but the grid {h}x{w} has {n} tokens")

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .common import to_pair
+
 __all__ = ["AttentionSlot", "ViTLayout", "vit_layout"]
 
 
@@ -146,9 +148,7 @@ def _transformers_layout(model: nn.Module) -> ViTLayout | None:
         attentions.append(_separate_qkv_slot(*projections, num_heads=config.num_attention_heads))
     proj = embeddings.patch_embeddings.projection
     dim = proj.out_channels
-    image_size, patch_size = config.image_size, config.patch_size
-    image_size = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
-    patch_size = (patch_size, patch_size) if isinstance(patch_size, int) else tuple(patch_size)
+    image_size, patch_size = to_pair(config.image_size, "image_size"), to_pair(config.patch_size, "patch_size")
     pos_embed = getattr(embeddings, "position_embeddings", None)
     cls_token = getattr(embeddings, "cls_token", None)
     prefix_tokens = []

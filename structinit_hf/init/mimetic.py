@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from .common import seeded_generator
+
 __all__ = ["low_rank_factors", "mimetic_qk", "mimetic_vo"]
 
 
@@ -57,7 +59,7 @@ def _partial_svd(
     ``a Z + b I`` the kept subspace is close to, not equal to, the SVD's: at ViT-Base's width (64 of 768) the residual
     ``||T - A B^T||`` is within about 2% of the optimum.
     """
-    generator = torch.Generator().manual_seed(0)
+    generator = seeded_generator(0)
     sketch = torch.randn(*target.shape[:-2], target.shape[-1], rank + oversample, generator=generator).to(target)
     basis = torch.linalg.qr(target @ sketch).Q
     for _ in range(power_iterations):  # the spread of the kept values is small: one orthonormalisation a step
@@ -73,7 +75,7 @@ def mimetic_qk(
     dim: int, num_heads: int, head_dim: int, alpha: float = 0.7, beta: float = 0.7, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-head ``Q_h, K_h`` (each ``heads x dim x head_dim``) with ``Q_h K_h^T ~ alpha Z_h + beta I``."""
-    generator = torch.Generator().manual_seed(int(seed))
+    generator = seeded_generator(seed)
     z = torch.randn(num_heads, dim, dim, generator=generator) / dim**0.5
     return low_rank_factors(alpha * z + beta * torch.eye(dim), min(head_dim, dim))
 
@@ -86,7 +88,7 @@ def mimetic_vo(
     In row-vector convention ``x -> x V O``: a layer's value then output projection.
     """
     attn_dim = dim if attn_dim is None else attn_dim
-    generator = torch.Generator().manual_seed(int(seed) + 1)  # a Z independent of mimetic_qk's
+    generator = seeded_generator(int(seed) + 1)  # a Z independent of mimetic_qk's
     z = torch.randn(dim, dim, generator=generator) / dim**0.5
     v, o = low_rank_factors(alpha * z - beta * torch.eye(dim), min(attn_dim, dim))
     if attn_dim > dim:

@@ -5,13 +5,14 @@ Plain Python: the one place an option's default is written (:data:`PROJECT_DEFAU
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS
+from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS, validate_kernel_size
 from .solvers import SOLVERS
 
 __all__ = [
+    "IMPULSE_KWARGS",
     "INIT_METHODS",
     "ImpulseOptions",
     "PINV_DEFAULTS",
@@ -20,6 +21,7 @@ __all__ = [
     "SHIFT_DEFAULTS",
     "SVD_DEFAULTS",
     "VALUE_INITS",
+    "init_settings",
 ]
 
 INIT_METHODS = ("impulse", "mimetic", "default")
@@ -28,9 +30,7 @@ INIT_METHODS = ("impulse", "mimetic", "default")
 VALUE_INITS = ("default", "mimetic")  # what impulse init does to the value/output projections
 
 
-# The 0.1 release's defaults: this project's "svd" closed form on the sin-cos code, content suppressed, sharpness 0.7.
-# On the one GPU run at the paper's architecture and on the cpu-proxy profile they trained far worse than timm's
-# default init: the attention collapses onto single keys as training goes (README, issue 11).
+# This project's "svd" closed form on the sin-cos code, content suppressed, sharpness 0.7, value/output as drawn.
 SVD_DEFAULTS: dict[str, Any] = dict(
     pseudo_input="sincos",
     sharpness=0.7,
@@ -46,7 +46,7 @@ SVD_DEFAULTS: dict[str, Any] = dict(
 
 
 # v2's closed form and scale with the paper's random shifts: a learned-style code x18, Q/K at Frobenius norm 7 per head,
-# mimetic value/output. Attention starts soft, at mimetic's scale (README: init health).
+# mimetic value/output.
 PINV_DEFAULTS: dict[str, Any] = dict(
     SVD_DEFAULTS,
     pseudo_input="learned",
@@ -63,9 +63,7 @@ PINV_DEFAULTS: dict[str, Any] = dict(
 SHIFT_DEFAULTS: dict[str, Any] = dict(SVD_DEFAULTS, solver="shift", suppress_content=False, value_init="mimetic")
 
 
-# This project's own construction ("structinit"): the shift construction since 0.2, chosen on the cpu-proxy profile
-# (the CPU setting that ranks timm's default, mimetic and the svd construction as the GPU run did); not yet measured
-# at the paper's scale (README, "Impulse init at the paper's architecture").
+# This project's own construction (preset "structinit"): the shift construction, 3x3 window, seed 0.
 PROJECT_DEFAULTS: dict[str, Any] = dict(kernel_size=3, seed=0, **SHIFT_DEFAULTS)
 
 
@@ -175,12 +173,28 @@ class ImpulseOptions:
             raise ValueError(f"sharpness must be in (0, 1), got {self.sharpness}")
         if self.sharpness is None and self.solver == "svd" and not self.qk_frobenius:
             raise ValueError("solver 'svd' needs a sharpness in (0, 1) or a qk_frobenius > 0")
-        if (
-            isinstance(self.kernel_size, bool)
-            or not isinstance(self.kernel_size, int)
-            or self.kernel_size < 1
-            or self.kernel_size % 2 == 0
-        ):
-            raise ValueError(f"kernel_size must be an odd int >= 1 (1, 3, 5, ...), got {self.kernel_size!r}")
+        validate_kernel_size(self.kernel_size)
         if self.shift_order == "centre-first" and self.kernel_size != 3:
             raise ValueError(f"shift_order 'centre-first' needs kernel_size 3, got {self.kernel_size}")
+
+
+IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # preset, kernel_size, seed, pseudo_input, ...
+
+
+def init_settings(method: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The full settings of init ``method`` with ``options`` (defaults filled in): ``{"attention_init": method, ...}``.
+
+    ``"impulse"`` takes the fields of :class:`ImpulseOptions`, ``"mimetic"`` only ``seed`` (default 0), ``"default"``
+    nothing. Raises ``ValueError`` for an unknown method, an option the method does not take or a bad value.
+    """
+    if method not in INIT_METHODS:
+        raise ValueError(f"unknown init method {method!r}; expected one of {', '.join(INIT_METHODS)}")
+    if method == "impulse":
+        return {"attention_init": method, **asdict(ImpulseOptions(**options))}
+    if method == "mimetic":
+        if set(options) - {"seed"}:
+            raise ValueError(f"init method 'mimetic' takes only 'seed', got {sorted(set(options) - {'seed'})}")
+        return {"attention_init": method, "seed": options.get("seed", 0)}
+    if options:
+        raise ValueError(f"init method 'default' takes no options, got {sorted(options)}")
+    return {"attention_init": method}

@@ -21,13 +21,13 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from .common import seeded_generator, to_pair
 from .mimetic import low_rank_factors
 
 __all__ = [
     "Grid",
     "SOLVERS",
     "SolverFn",
-    "as_grid",
     "shift_index",
     "solve_adam",
     "solve_pinv",
@@ -45,26 +45,11 @@ _RCOND_STEPS = (0.1, 0.05, 0.03, 0.01, 3e-3, 1e-3, 1e-4)
 _CHECK_HIT_RATE = 0.9  # share of valid rows that must peak on target, on the pseudo input and each check input
 
 
-def as_grid(grid_size: int | Sequence[int]) -> Grid:
-    """``(h, w)`` of a patch grid given as one side or two; ``ValueError`` unless both are positive."""
-    if isinstance(grid_size, int):
-        grid_size = (grid_size, grid_size)
-    h, w = (int(s) for s in grid_size)
-    if h < 1 or w < 1:
-        raise ValueError(f"grid_size must be positive, got {tuple(grid_size)}")
-    return h, w
-
-
-def _generator(seed: int) -> torch.Generator:
-    # Random draws always happen on a CPU generator, so a seed gives the same numbers on any device.
-    return torch.Generator().manual_seed(int(seed))
-
-
 def shift_index(grid_size: int | Sequence[int], shifts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The impulse of each head as an index map: ``target[h, i]`` is the token ``i + s_h`` (row-major),
     ``valid[h, i]`` whether it lies inside the grid (rows outside are zero-padded: ``target`` is 0 there).
     Both ``heads x N``: the sparse form of the maps of :func:`~structinit_hf.init.impulse.impulse_targets`."""
-    h, w = as_grid(grid_size)
+    h, w = to_pair(grid_size)
     shifts = torch.as_tensor(shifts, dtype=torch.long).reshape(-1, 2).cpu()
     rows = torch.arange(h).repeat_interleave(w)
     cols = torch.arange(w).repeat(h)
@@ -232,7 +217,7 @@ def solve_pinv(
     """
     target, valid = shift_index(grid, shifts)
     noise = torch.empty(len(shifts), *target.shape[1:], target.shape[1], dtype=torch.float64)
-    torch.nn.init.trunc_normal_(noise, std=0.6, a=-2.0, b=2.0, generator=_generator(seed))
+    torch.nn.init.trunc_normal_(noise, std=0.6, a=-2.0, b=2.0, generator=seeded_generator(seed))
     logits = noise.mul_(3.0)
     heads, queries = torch.nonzero(valid, as_tuple=True)
     logits[heads, queries, target[heads, queries]] = peak  # the impulse replaces the noise on its key
@@ -270,7 +255,7 @@ def solve_adam(
     """
     targets = _dense_maps(*shift_index(grid, shifts)).to(xb.device)
     heads, dim = len(shifts), xb.shape[1]
-    generator = _generator(seed)
+    generator = seeded_generator(seed)
     bound = math.sqrt(1.0 / (head_dim * heads))
     q = ((2 * torch.rand(heads, dim, head_dim, generator=generator) - 1) * bound).to(xb.device).requires_grad_(True)
     k = ((2 * torch.rand(heads, dim, head_dim, generator=generator) - 1) * bound).to(xb.device).requires_grad_(True)
@@ -334,7 +319,7 @@ def solve_shift(
     target, valid = shift_index(grid, distinct)
     pointed = torch.stack([_pointed_identity(x, target[i], valid[i], rtol) for i in range(len(distinct))]).float()
     pointed = beta * pointed
-    generator, rank = _generator(seed), min(head_dim, dim)
+    generator, rank = seeded_generator(seed), min(head_dim, dim)
     q, k = torch.empty(heads, dim, rank), torch.empty(heads, dim, rank)
     for start in range(0, heads, _HEADS_PER_DRAW):  # Z is drawn in order, a few heads at a time: memory stays small
         chunk = slice(start, min(start + _HEADS_PER_DRAW, heads))
@@ -379,7 +364,7 @@ def solve_qk(
         raise ValueError(f"qk_frobenius is a norm per head: >= 0 (0: the solver's own scale), got {qk_frobenius}")
     if head_dim < 1:
         raise ValueError(f"head_dim must be >= 1, got {head_dim}")
-    grid = as_grid(grid)
+    grid = to_pair(grid)
     shifts = torch.as_tensor(shifts, dtype=torch.long).cpu()
     if shifts.dim() != 2 or shifts.shape[1] != 2 or len(shifts) == 0:
         raise ValueError(f"shifts must be a (heads, 2) integer tensor of (dy, dx), got shape {tuple(shifts.shape)}")

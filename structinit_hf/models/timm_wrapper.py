@@ -1,18 +1,21 @@
-"""The transformers route: transformers' own timm wrapper, reaching this package's names.
+"""The transformers route: transformers' own timm wrapper, reaching this package's names; and the checkpoint format.
 
 Every folder a model of this package is saved to (``save_pretrained``, ``Trainer.save_model``, ``push_to_hub``,
-:func:`~structinit_hf.models.export.save_checkpoint`) is a stock ``timm_wrapper`` folder: it loads in stock transformers
-and stock timm without this package, and ``AutoImageProcessor`` / ``pipeline`` read it from the folder alone.
+:func:`save_checkpoint`) is a stock ``timm_wrapper`` folder, as timm's own Hub checkpoints are: it loads in stock
+transformers and stock timm without this package, and ``AutoImageProcessor`` / ``pipeline`` read it from the folder
+alone. ``config.json`` (:func:`stock_timm_config`) names a stock timm architecture with the ``model_args`` that
+rebuild the network, its data cfg (``pretrained_cfg``) and the init the model started from (``structinit``);
+``model.safetensors`` has timm's state-dict keys.
 
 With ``structinit_hf`` imported, ``TimmWrapperConfig(architecture="vit_tiny_impulse3", model_args={...})`` builds
 the model through ``AutoModelForImageClassification.from_config`` and keeps its init: transformers re-draws every
 ``nn.Linear`` after construction, then calls the timm model's ``init_non_persistent_buffers()``, which runs the
-model's own init again (:class:`~structinit_hf.models.vision_transformer.StructInitVisionTransformer`). ``from_pretrained`` builds
-on the meta device, where no init runs, and loads the weights.
+model's own init again (``StructInitVisionTransformer`` in :mod:`structinit_hf.models.vision_transformer`).
+``from_pretrained`` builds on the meta device, where no init runs, and loads the weights.
 
 :class:`StructInitViTConfig` is that config under this package's ``model_type`` (``structinit_vit``), defaulting to
-``vit_tiny_impulse3``; it also reads the folders of the 0.1 release, whose ``config.json`` already names a stock timm
-architecture. Its models save under :func:`stock_timm_config`: a ``timm_wrapper`` config naming a stock timm
+``vit_tiny_impulse3``; it also reads older ``structinit_vit`` folders, whose ``config.json`` already names a stock
+timm architecture. Its models save under :func:`stock_timm_config`: a ``timm_wrapper`` config naming a stock timm
 architecture with the ``model_args`` that rebuild the network, timm's pretrained cfg (data cfg, ``num_classes``,
 ``classifier``) and the init the model started from (``structinit``).
 """
@@ -20,7 +23,11 @@ architecture with the ``model_args`` that rebuild the network, timm's pretrained
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from pathlib import Path
 
+import torch
+from safetensors.torch import save_file
 from timm.models import filter_pretrained_cfg
 from torch import nn
 from transformers import (
@@ -30,9 +37,19 @@ from transformers import (
     TimmWrapperConfig,
     TimmWrapperForImageClassification,
     TimmWrapperModel,
+    TimmWrapperPreTrainedModel,
 )
 
-__all__ = ["StructInitViTConfig", "StructInitViTForImageClassification", "StructInitViTModel", "stock_timm_config"]
+from ..atomic import replace_folder
+
+__all__ = [
+    "StructInitViTConfig",
+    "StructInitViTForImageClassification",
+    "StructInitViTModel",
+    "save_checkpoint",
+    "stock_timm_config",
+    "write_checkpoint",
+]
 
 # pretrained cfg keys of the registered name, not of the saved weights (timm's filter drops the download sources)
 _NAME_KEYS = ("architecture", "tag", "state_dict")
@@ -73,7 +90,7 @@ class _StructInitViTMixin:
 
     def save_pretrained(self, save_directory: str | os.PathLike, *args, state_dict=None, **kwargs):
         """transformers' ``save_pretrained`` under the stock config, with timm's state-dict keys (no ``timm_model.``
-        prefix, as :func:`~structinit_hf.models.export.save_checkpoint` writes them): stock transformers and stock timm load
+        prefix, as :func:`save_checkpoint` writes them): stock transformers and stock timm load
         the folder without this package."""
         state_dict = self.timm_model.state_dict() if state_dict is None else state_dict
         state_dict = {key.removeprefix(f"{self.base_model_prefix}."): value for key, value in state_dict.items()}
@@ -139,3 +156,29 @@ def stock_timm_config(model: nn.Module, label_names: list[str] | None = None) ->
         pretrained_cfg={**cfg, "classifier": cfg.get("classifier", "head"), "num_classes": model.num_classes},
         structinit=dict(getattr(model, "structinit_settings", None) or {}),
     )
+
+
+def save_checkpoint(
+    model: torch.nn.Module, out_dir: str | os.PathLike, *, label_names: Sequence[str] | None = None
+) -> Path:
+    """Save ``model`` to ``out_dir`` and return the folder.
+
+    ``model`` is a timm model built by one of this package's names, or a transformers ``TimmWrapper`` model around
+    one. The folder loads with ``timm.create_model("local-dir:<out_dir>", pretrained=True)``,
+    ``AutoModelForImageClassification.from_pretrained(out_dir)`` and ``pipeline("image-classification", out_dir)``,
+    none of which needs structinit_hf or ``trust_remote_code``. ``label_names`` (one per class) become the model's
+    ``id2label``. The folder is written beside ``out_dir`` and moved into place when complete, so an existing
+    checkpoint is never left half-replaced.
+    """
+    return replace_folder(out_dir, lambda folder: write_checkpoint(model, folder, label_names=label_names))
+
+
+def write_checkpoint(
+    model: torch.nn.Module, folder: str | os.PathLike, *, label_names: Sequence[str] | None = None
+) -> None:
+    """Write :func:`save_checkpoint`'s files into the existing ``folder`` (no atomic swap: the caller's job)."""
+    timm_model = model.timm_model if isinstance(model, TimmWrapperPreTrainedModel) else model
+    config = stock_timm_config(timm_model, None if label_names is None else [str(name) for name in label_names])
+    config.save_pretrained(folder)
+    state = {key: value.detach().contiguous() for key, value in timm_model.state_dict().items()}
+    save_file(state, Path(folder) / "model.safetensors", metadata={"format": "pt"})

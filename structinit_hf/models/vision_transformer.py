@@ -1,45 +1,42 @@
 """timm model registry: plain ViTs whose only difference is how attention starts.
 
 :class:`StructInitVisionTransformer` is timm's ``VisionTransformer`` with a named attention init run by its
-``init_weights`` (after timm's own), and a fixed position code kept as a persistent buffer. One builder
-(:func:`_create_vit`), one cfg table and one short function per name, as in timm's ``vision_transformer.py``;
-each name's geometry, init and pretrained cfg come from :data:`~structinit_hf.models.variants.TIMM_VARIANTS`.
+``init_weights`` (after timm's own), and a fixed position code kept as a persistent buffer. As in timm's
+``vision_transformer.py``: one ``_cfg``, one ``default_cfgs`` table, one builder
+(:func:`_create_vision_transformer`) and one short function per name that writes its geometry and init.
 A checkpoint has stock timm's keys and loads into stock ``VisionTransformer``; the init never runs on the meta
 device or when weights are loaded.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
 from typing import Any
 
 import torch
 from huggingface_hub import is_offline_mode, try_to_load_from_cache
 from huggingface_hub.errors import LocalEntryNotFoundError
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import (
     build_model_with_cfg,
     generate_default_cfgs,
     get_pretrained_cfg,
     register_model,
-    split_model_name_tag,
 )
-from timm.models.convit import ConVit
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 from torch import nn
 
 from ..init.apply import apply_structured_init
+from ..init.common import to_pair
 from ..init.impulse import sincos_2d
-from ..init.options import INIT_METHODS, ImpulseOptions
-from .variants import CIFAR10_DATA, TIMM_VARIANTS, check_geometry, pretrained_cfg, to_pair
+from ..init.options import IMPULSE_KWARGS, init_settings
 
 __all__ = [
-    "HUB_CHECKPOINTS",
-    "IMPULSE_KWARGS",
+    "CIFAR10_MEAN",
+    "CIFAR10_STD",
     "POS_EMBEDS",
     "StructInitVisionTransformer",
-    "convit_tiny_patch2_32",
+    "check_geometry",
     "default_cfgs",
-    "init_settings",
     "vit_base_impulse3_patch16_224",
     "vit_mimetic",
     "vit_small_impulse3_patch16_224",
@@ -58,38 +55,19 @@ _STOCK_VIT_NAMES = {192: "vit_tiny_patch16_224", 384: "vit_small_patch16_224", 7
 _NOT_NETWORK_ARGS = ("num_classes", "device", "dtype", "cache_dir", "pretrained_cfg", "features_only", "out_indices")
 
 
-IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # kernel_size, seed, pseudo_input, ...
-
-
 POS_EMBEDS = ("sincos", "learn", "none")
-
-
-def init_settings(attention_init: str, options: dict[str, Any]) -> dict[str, Any]:
-    """The full settings (defaults filled in) of an attention init; raises ``ValueError`` on bad options."""
-    if attention_init not in INIT_METHODS:
-        raise ValueError(f"unknown attention_init {attention_init!r}; expected one of {', '.join(INIT_METHODS)}")
-    allowed = {"impulse": set(IMPULSE_KWARGS), "mimetic": {"seed"}, "default": set()}[attention_init]
-    if set(options) - allowed:
-        raise ValueError(
-            f"{sorted(set(options) - allowed)} are impulse options; attention_init={attention_init!r} does not "
-            "take them"
-        )
-    if attention_init == "impulse":
-        return {"attention_init": attention_init, **asdict(ImpulseOptions(**options))}
-    if attention_init == "mimetic":
-        return {"attention_init": attention_init, "seed": options.get("seed", 0)}
-    return {"attention_init": attention_init}
 
 
 class StructInitVisionTransformer(VisionTransformer):
     """timm's ``VisionTransformer`` whose attention starts from ``attention_init``.
 
-    ``attention_init`` is ``"impulse"`` (keyword options: the fields of :class:`~structinit_hf.init.options.ImpulseOptions`),
-    ``"mimetic"`` (``seed``) or ``"default"`` (timm's init only). ``pos_embed="sincos"`` is the paper's fixed 2-D
-    sin-cos code, a persistent buffer (every parameter trains; the ``pos_embed`` key stays, so stock timm loads the
-    checkpoint); it is a parameter when the init writes a learned-style code (``pseudo_input="learned"``, v2).
-    ``"learn"`` and ``"none"`` are timm's. The structured init runs in :meth:`init_weights`, after timm's, and
-    is skipped on the meta device; ``structinit_settings`` records what ran (``None`` where nothing did).
+    ``attention_init`` is ``"impulse"`` (keyword options: the fields of
+    :class:`~structinit_hf.init.options.ImpulseOptions`), ``"mimetic"`` (``seed``) or ``"default"`` (timm's init
+    only). ``pos_embed="sincos"`` is the paper's fixed 2-D sin-cos code, a persistent buffer (every parameter trains;
+    the ``pos_embed`` key stays, so stock timm loads the checkpoint); it is a parameter when the init writes a
+    learned-style code (``pseudo_input="learned"``, v2). ``"learn"`` and ``"none"`` are timm's. The structured init
+    runs in :meth:`init_weights`, after timm's, and is skipped on the meta device; ``structinit_settings`` records
+    what ran (``None`` where nothing did).
     """
 
     __jit_unused_properties__ = ["stock_architecture", "gradient_checkpointing"]  # TorchScript skips them
@@ -161,10 +139,15 @@ class StructInitVisionTransformer(VisionTransformer):
             self.structinit_settings["weight_init"] = mode or self.weight_init_mode
 
     def init_non_persistent_buffers(self) -> None:
-        """Called by transformers' ``TimmWrapperPreTrainedModel._init_weights`` after it re-drew every ``nn.Linear``
-        from N(0, initializer_range): unless transformers loaded some of this model's tensors (it flags them
-        ``_is_hf_initialized``), the model gets its own init back (``from_config``, or ``init_weights()`` after a
-        meta-device build); a loaded model is left as loaded."""
+        """Run :meth:`init_weights` again: transformers calls this method, by this name, right after its own
+        ``_init_weights`` re-drew every ``nn.Linear`` from N(0, initializer_range), which overwrites the attention init.
+
+        So ``from_config`` (or transformers' ``init_weights()`` after a meta-device build) ends with the model's own
+        init, timm's then the attention solve, as ``timm.create_model`` does. A model some of whose tensors
+        transformers loaded (it flags them ``_is_hf_initialized``) is left as loaded. The solve runs a second time
+        rather than the first one's tensors being written back: timm's init re-draws the patch embedding from the
+        global generator, and the content-suppressing solve (``suppress_content=True``) reads it.
+        """
         if not any(getattr(t, "_is_hf_initialized", False) for t in (*self.parameters(), *self.buffers())):
             self.init_weights()
 
@@ -184,13 +167,11 @@ def _input_cfg(model_args: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-def _create_vit(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitVisionTransformer:
-    """Build the registered ``variant`` from its entry in :data:`~structinit_hf.models.variants.TIMM_VARIANTS`.
-
-    With ``pretrained=True`` the weights are loaded and the attention init does not run.
-    """
+def _create_vision_transformer(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitVisionTransformer:
+    """Build ``variant`` with its pretrained cfg; with ``pretrained=True`` the weights are loaded and the attention
+    init does not run."""
     _require_hub_weights(variant, pretrained, kwargs)
-    model_args = dict(TIMM_VARIANTS[variant].model_args, **kwargs)
+    model_args = dict(kwargs)
     if pretrained:  # the same network, built without solving: its weights are loaded
         settings = init_settings(model_args.pop("attention_init", "impulse"), _pop_options(model_args))
         if settings.get("pseudo_input") == "learned" and model_args.get("pos_embed", "sincos") == "sincos":
@@ -213,52 +194,6 @@ def _create_vit(variant: str, pretrained: bool = False, **kwargs: Any) -> Struct
 
 def _pop_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {name: kwargs.pop(name) for name in IMPULSE_KWARGS if name in kwargs}
-
-
-def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> ConVit:
-    heads = kwargs.get("num_heads", 4)  # ConViT's embed_dim is per head
-    check_geometry(
-        kwargs.get("img_size", 224), kwargs.get("patch_size", 16), kwargs.get("embed_dim", 48) * heads, heads
-    )
-    overlay = {**_input_cfg(kwargs), **(kwargs.pop("pretrained_cfg_overlay", None) or {})}
-    model = build_model_with_cfg(
-        ConVit,
-        variant,
-        pretrained,
-        pretrained_cfg_overlay=overlay,
-        feature_cfg=dict(out_indices=3, feature_cls="getter"),
-        **kwargs,
-    )
-    model.stock_architecture = "convit_tiny"  # exports name it, with the arguments that rebuild this network
-    model.network_args = {k: v for k, v in kwargs.items() if k not in _NOT_NETWORK_ARGS}
-    return model
-
-
-default_cfgs = generate_default_cfgs(
-    {
-        **{
-            name: pretrained_cfg(variant.model_args["img_size"], variant.data, variant.paper_ids)
-            for name, variant in TIMM_VARIANTS.items()
-        },
-        "convit_tiny_patch2_32": pretrained_cfg(32, CIFAR10_DATA, "arXiv:2103.10697"),
-    }
-)
-
-
-# Published checkpoints (scripts/push_to_hub.py uploads them): "<model>.<tag>" -> Hub repo. Each becomes a pretrained
-# tag whose cfg is the model's own plus ``hf_hub_id``; the untagged cfg stays the default, so a bare name still builds
-# a freshly initialized model and only the tagged name downloads weights.
-HUB_CHECKPOINTS = {"vit_tiny_impulse3.cifar10": "structinit-hf/vit_tiny_impulse3.cifar10"}
-
-
-def _add_hub_checkpoint_tags(cfgs: dict[str, Any]) -> None:
-    for name, repo_id in HUB_CHECKPOINTS.items():
-        architecture, tag = split_model_name_tag(name)
-        cfgs[architecture].tags.append(tag)  # appended: the untagged, weightless cfg stays the default
-        cfgs[architecture].cfgs[tag] = replace(cfgs[architecture].cfgs[""], hf_hub_id=repo_id)
-
-
-_add_hub_checkpoint_tags(default_cfgs)
 
 
 def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any]) -> None:
@@ -285,56 +220,161 @@ def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any])
         )
 
 
+def check_geometry(
+    image_size: int | tuple[int, int],
+    patch_size: int | tuple[int, int],
+    width: int,
+    num_heads: int,
+    sincos: bool = False,
+) -> tuple[int, int]:
+    """Check that the image splits into whole patches and the width into whole heads; return the patch grid.
+
+    ``sincos``: the 2-D sin-cos position code also needs the width divisible by 4.  timm calls these
+    ``img_size``, ``embed_dim``, ``num_heads``; the transformers config ``image_size``, ``hidden_size``,
+    ``num_attention_heads``.
+    """
+    image, patch = to_pair(image_size, "img_size / image_size"), to_pair(patch_size, "patch_size")
+    if any(i % p for i, p in zip(image, patch, strict=True)):
+        raise ValueError(f"img_size / image_size {image} is not divisible by patch_size {patch}")
+    if width % num_heads:
+        raise ValueError(
+            f"embed_dim / hidden_size {width} is not divisible by num_heads / num_attention_heads {num_heads}"
+        )
+    if sincos and width % 4:
+        raise ValueError(f"a 2-D sin-cos position embedding needs embed_dim / hidden_size divisible by 4, got {width}")
+    return image[0] // patch[0], image[1] // patch[1]
+
+
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+
+
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+
+
+def _cfg(url: str = "", **kwargs: Any) -> dict[str, Any]:
+    """A registered name's pretrained cfg: the paper's CIFAR-10 setting unless ``kwargs`` say otherwise."""
+    return {
+        "url": url,
+        "num_classes": 10,
+        "input_size": (3, 32, 32),
+        "pool_size": None,
+        "crop_pct": 1.0,
+        "interpolation": "bicubic",
+        "fixed_input_size": True,
+        "mean": CIFAR10_MEAN,
+        "std": CIFAR10_STD,
+        "first_conv": "patch_embed.proj",
+        "classifier": "head",
+        "license": "apache-2.0",
+        "paper_ids": "arXiv:2404.01139",
+        **kwargs,
+    }
+
+
+def _imagenet_cfg(**kwargs: Any) -> dict[str, Any]:
+    return _cfg(
+        num_classes=1000,
+        input_size=(3, 224, 224),
+        crop_pct=0.9,
+        mean=IMAGENET_DEFAULT_MEAN,
+        std=IMAGENET_DEFAULT_STD,
+        **kwargs,
+    )
+
+
+# A published checkpoint is a pretrained tag ("<name>.<tag>", an hf_hub_id). timm makes the first tag with weights
+# its name's default; the "*" tag listed after it marks the untagged, weightless cfg as the default instead, so the
+# bare name builds a freshly initialized model and only the tagged name downloads weights.
+default_cfgs = generate_default_cfgs(
+    {
+        "vit_tiny_patch2_32": _cfg(),
+        "vit_tiny_impulse3.cifar10": _cfg(hf_hub_id="structinit-hf/vit_tiny_impulse3.cifar10"),
+        "vit_tiny_impulse3.*": _cfg(),
+        "vit_tiny_impulse5": _cfg(),
+        "vit_tiny_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
+        "vit_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
+        "vit_tiny_impulse3_patch16_224": _imagenet_cfg(),
+        "vit_small_impulse3_patch16_224": _imagenet_cfg(),
+        "vit_base_impulse3_patch16_224": _imagenet_cfg(),
+    }
+)
+
+
 @register_model
 def vit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, with timm's default init: the control of the paper's CIFAR runs."""
-    return _create_vit("vit_tiny_patch2_32", pretrained, **kwargs)
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="default",
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_patch2_32", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_tiny_impulse3(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, attention initialized as random 3x3 impulse filters."""
-    return _create_vit("vit_tiny_impulse3", pretrained, **kwargs)
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="impulse", kernel_size=3,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_impulse3", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_tiny_impulse5(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, attention initialized as random 5x5 impulse filters."""
-    return _create_vit("vit_tiny_impulse5", pretrained, **kwargs)
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="impulse", kernel_size=5,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_impulse5", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_tiny_mimetic(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny at 32 px, patch 2, with mimetic attention init (Trockman & Kolter 2023)."""
-    return _create_vit("vit_tiny_mimetic", pretrained, **kwargs)
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="mimetic",
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_mimetic", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_mimetic(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """Alias of ``vit_tiny_mimetic``."""
-    return _create_vit("vit_mimetic", pretrained, **kwargs)
-
-
-@register_model
-def convit_tiny_patch2_32(pretrained: bool = False, **kwargs) -> ConVit:
-    """timm's ConViT-Tiny (d'Ascoli et al. 2021) at 32 px, patch 2: the architectural peer."""
-    model_args = dict(img_size=32, patch_size=2, local_up_to_layer=10, locality_strength=1.0, embed_dim=48, num_heads=4)
-    return _create_convit("convit_tiny_patch2_32", pretrained, **dict(model_args, **kwargs))
+    model_args = dict(
+        img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, class_token=False, global_pool="avg",
+        attention_init="mimetic",
+    )  # fmt: skip
+    return _create_vision_transformer("vit_mimetic", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_tiny_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Tiny/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _create_vit("vit_tiny_impulse3_patch16_224", pretrained, **kwargs)
+    model_args = dict(
+        img_size=224, patch_size=16, depth=12, class_token=False, global_pool="avg", embed_dim=192, num_heads=3,
+        attention_init="impulse", kernel_size=3,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_tiny_impulse3_patch16_224", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_small_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Small/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _create_vit("vit_small_impulse3_patch16_224", pretrained, **kwargs)
+    model_args = dict(
+        img_size=224, patch_size=16, depth=12, class_token=False, global_pool="avg", embed_dim=384, num_heads=6,
+        attention_init="impulse", kernel_size=3,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_small_impulse3_patch16_224", pretrained, **dict(model_args, **kwargs))
 
 
 @register_model
 def vit_base_impulse3_patch16_224(pretrained: bool = False, **kwargs) -> StructInitVisionTransformer:
     """ViT-Base/16 at 224 px (no class token, average pooling, sin-cos), 3x3 impulse init."""
-    return _create_vit("vit_base_impulse3_patch16_224", pretrained, **kwargs)
+    model_args = dict(
+        img_size=224, patch_size=16, depth=12, class_token=False, global_pool="avg", embed_dim=768, num_heads=12,
+        attention_init="impulse", kernel_size=3,
+    )  # fmt: skip
+    return _create_vision_transformer("vit_base_impulse3_patch16_224", pretrained, **dict(model_args, **kwargs))

@@ -26,7 +26,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..atomic import replace_folder, write_json
-from ..models.export import write_checkpoint
+from ..models.timm_wrapper import write_checkpoint
 from .checkpoints import (
     append_metrics,
     complete_checkpoints,
