@@ -18,8 +18,8 @@ from .init.impulse import impulse_shifts, impulse_targets, pseudo_input, sincos_
 from .init.mimetic import mimetic_qk, mimetic_vo
 from .init.options import INIT_METHODS, ImpulseOptions
 from .init.solvers import solve_qk
-from .models import convit, vision_transformer  # noqa: F401  (registers the models with timm)
-from .models.vision_transformer import StructInitVisionTransformer
+from .models import convit_baseline, structinit_vit  # noqa: F401  (registers the models with timm)
+from .models.structinit_vit import StructInitVisionTransformer
 
 __version__ = "0.2.0"
 

@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 from transformers import DeiTImageProcessor, ViTConfig, ViTForImageClassification
 
-from structinit_hf.models.vision_transformer import CIFAR10_MEAN, CIFAR10_STD
+from structinit_hf.models.structinit_vit import CIFAR10_MEAN, CIFAR10_STD
 from structinit_hf.train.commands import run_script
 from structinit_hf.train.evaluation import evaluation_parser, run_evaluation
 from structinit_hf.train.loading import eval_transform, load_model, model_data_config

@@ -17,7 +17,7 @@ from without_package import run_without_package
 
 import structinit_hf
 from structinit_hf.models import timm_wrapper
-from structinit_hf.models.vision_transformer import default_cfgs
+from structinit_hf.models.structinit_vit import default_cfgs
 
 LABELS = [f"class_{i}" for i in range(10)]
 

@@ -24,7 +24,7 @@ from transformers import (
 import structinit_hf
 from structinit_hf import StructInitViTConfig, StructInitViTForImageClassification
 from structinit_hf.init import impulse, options
-from structinit_hf.models.vision_transformer import default_cfgs
+from structinit_hf.models.structinit_vit import default_cfgs
 
 # a tiny network for every name: 16 px, patch 2 (8 x 8 grid), 32 wide, 2 heads, 2 blocks
 TINY_ARGS = dict(img_size=16, patch_size=2, embed_dim=32, depth=2, num_heads=2)
@@ -35,13 +35,13 @@ OLD_RELEASE = Path(__file__).parent / "data" / "structinit_vit_0.1"
 def solver_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Count the attention init's runs (``apply_structured_init`` as the model class calls it)."""
     calls: list[int] = []
-    apply = structinit_hf.models.vision_transformer.apply_structured_init
+    apply = structinit_hf.models.structinit_vit.apply_structured_init
 
     def counted(*args, **kwargs):
         calls.append(1)
         return apply(*args, **kwargs)
 
-    monkeypatch.setattr(structinit_hf.models.vision_transformer, "apply_structured_init", counted)
+    monkeypatch.setattr(structinit_hf.models.structinit_vit, "apply_structured_init", counted)
     return calls
 
 

@@ -1,8 +1,8 @@
 """The plugin's models: the timm registry and the transformers classes.
 
-- :mod:`.vision_transformer`: :class:`~.vision_transformer.StructInitVisionTransformer` and its registered names
+- :mod:`.structinit_vit`: :class:`~.structinit_vit.StructInitVisionTransformer` and its registered names
   (``vit_tiny_impulse3`` ...), as timm's own ``vision_transformer.py`` writes a registry.
-- :mod:`.convit`: ``convit_tiny_patch2_32``, timm's ConViT at the CIFAR geometry.
+- :mod:`.convit_baseline`: ``convit_tiny_patch2_32``, timm's ConViT at the CIFAR geometry.
 - :mod:`.timm_wrapper`: the transformers route (``StructInitViTConfig``, the ``StructInitViT*`` models) and the
   checkpoint folder every saved model gets (``save_checkpoint``). Needs transformers.
 """

@@ -10,7 +10,7 @@ rebuild the network, its data cfg (``pretrained_cfg``) and the init the model st
 With ``structinit_hf`` imported, ``TimmWrapperConfig(architecture="vit_tiny_impulse3", model_args={...})`` builds
 the model through ``AutoModelForImageClassification.from_config`` and keeps its init: transformers re-draws every
 ``nn.Linear`` after construction, then calls the timm model's ``init_non_persistent_buffers()``, which runs the
-model's own init again (``StructInitVisionTransformer`` in :mod:`structinit_hf.models.vision_transformer`).
+model's own init again (``StructInitVisionTransformer`` in :mod:`structinit_hf.models.structinit_vit`).
 ``from_pretrained`` builds on the meta device, where no init runs, and loads the weights.
 
 :class:`StructInitViTConfig` is that config under this package's ``model_type`` (``structinit_vit``), defaulting to

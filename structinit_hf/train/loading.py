@@ -28,7 +28,7 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from ..init.options import IMPULSE_KWARGS, ImpulseOptions
-from ..models.vision_transformer import StructInitVisionTransformer
+from ..models.structinit_vit import StructInitVisionTransformer
 from .data import ensure_hub_reachable
 from .dataloaders import build_transform
 from .errors import UsageError, check_kwarg_types, did_you_mean

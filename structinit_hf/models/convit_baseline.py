@@ -7,7 +7,7 @@ from typing import Any
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.convit import ConVit
 
-from .vision_transformer import _NOT_NETWORK_ARGS, _cfg, _input_cfg, check_geometry
+from .structinit_vit import _NOT_NETWORK_ARGS, _cfg, _input_cfg, check_geometry
 
 __all__ = ["convit_tiny_patch2_32", "default_cfgs"]
 
