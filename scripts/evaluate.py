@@ -9,7 +9,8 @@ import sys
 from structinit_hf.train.commands import run_script, script_imports
 
 with script_imports():
-    from structinit_hf.train.evaluation import evaluation_parser, run_evaluation
+    from structinit_hf.train.args import evaluation_parser
+    from structinit_hf.train.evaluation import run_evaluation
 
 if __name__ == "__main__":
     sys.exit(run_script(evaluation_parser(), run_evaluation))

@@ -12,7 +12,8 @@ import sys
 from structinit_hf.train.commands import run_script, script_imports
 
 with script_imports():
-    from structinit_hf.train.loop import train, training_parser
+    from structinit_hf.train.args import training_parser
+    from structinit_hf.train.loop import train
 
 if __name__ == "__main__":
     sys.exit(run_script(training_parser(), train))

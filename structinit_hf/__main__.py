@@ -18,13 +18,18 @@ from importlib import import_module
 
 from .train.commands import run_script, script_imports
 
-# command -> (module, parser factory, function), imported only when the command runs
-COMMANDS: dict[str, tuple[str, str, str]] = {
-    "compare": ("structinit_hf.benchmark.compare_inits", "compare_parser", "compare_inits"),
-    "train": ("structinit_hf.train.loop", "training_parser", "train"),
-    "evaluate": ("structinit_hf.train.evaluation", "evaluation_parser", "run_evaluation"),
-    "push-to-hub": ("structinit_hf.train.hub", "push_parser", "run_push"),
+# command -> (parser factory, function), each "module:name", imported only when the command runs
+COMMANDS: dict[str, tuple[str, str]] = {
+    "compare": ("benchmark.compare_inits:compare_parser", "benchmark.compare_inits:compare_inits"),
+    "train": ("train.args:training_parser", "train.loop:train"),
+    "evaluate": ("train.args:evaluation_parser", "train.evaluation:run_evaluation"),
+    "push-to-hub": ("train.hub:push_parser", "train.hub:run_push"),
 }
+
+
+def _load(target: str) -> Callable:
+    module, _, name = target.partition(":")
+    return getattr(import_module(f".{module}", __package__), name)
 
 
 def _usage() -> str:
@@ -41,12 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"{_usage()}\nerror: unknown command {command!r}", file=sys.stderr)
         return 2
-    module_name, parser_name, function_name = COMMANDS[command]
     with script_imports():  # a missing extra is one line naming it
-        module = import_module(module_name)
-    parser = getattr(module, parser_name)()
+        make_parser, function = (_load(target) for target in COMMANDS[command])
+    parser = make_parser()
     parser.prog = f"structinit-hf {command}"
-    function: Callable = getattr(module, function_name)
     return run_script(parser, function, rest)
 
 

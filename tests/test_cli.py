@@ -99,7 +99,7 @@ def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
     ],
 )
 def test_benchmark_scripts_exit_2_with_one_line(tmp_path, script, argv, message):
-    """Catches a benchmark script raising past cli.run_script (status 1 and a traceback) on a missing data folder."""
+    """Catches a benchmark script raising past commands.run_script (status 1 and a traceback) on a missing data folder."""
     command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
@@ -108,7 +108,7 @@ def test_benchmark_scripts_exit_2_with_one_line(tmp_path, script, argv, message)
 
 def test_model_kwargs_are_parsed_as_literals_with_strings_as_fallback():
     """Catches --model-kwargs values left as strings ('3' for depth) or bare words rejected."""
-    from structinit_hf.train.loop import training_parser
+    from structinit_hf.train.args import training_parser
 
     args = training_parser().parse_args(["--model-kwargs", "depth=3", "pseudo_input=learned", "sharpness=None"])
     assert args.model_kwargs == {"depth": 3, "pseudo_input": "learned", "sharpness": None}
@@ -116,7 +116,7 @@ def test_model_kwargs_are_parsed_as_literals_with_strings_as_fallback():
 
 def test_model_kwargs_word_without_equals_is_a_usage_error(capsys):
     """Catches timm's ParseKwargs behaviour: a word without '=' ended in a ValueError traceback from parse_args."""
-    from structinit_hf.train.loop import training_parser
+    from structinit_hf.train.args import training_parser
 
     with pytest.raises(SystemExit) as exit_info:
         training_parser().parse_args(["--model-kwargs", '{"depth": 3}'])
@@ -172,3 +172,25 @@ def test_the_keywords_users_pass_are_not_refused(model):
         check_model_kwargs(kwargs, model)
     with pytest.raises(UsageError, match=r"^--model-kwargs depth='abc': depth takes int$"):
         check_model_kwargs(dict(depth="abc"), model)
+
+
+def test_every_training_flag_has_one_settings_field_and_the_record_keeps_them_all():
+    """Catches a flag added to the parser but to no settings group (a run would ignore it and results.json would not
+    record it), a flag in two groups, and a resolved value (precision, accumulation) that does not reach the record."""
+    import dataclasses
+
+    from structinit_hf.train.args import TrainingSettings, training_parser
+
+    parser = training_parser()
+    dests = [action.dest for action in parser._actions if action.dest != "help"]
+    settings = TrainingSettings.from_args(parser.parse_args(["--scale", "0.5", "1"]))
+    fields = [f.name for group in dataclasses.fields(settings) for f in dataclasses.fields(getattr(settings, group.name))]
+    assert sorted(fields) == sorted(dests) and len(set(fields)) == len(fields)
+    assert settings.recipe.scale == (0.5, 1.0)  # nargs lists become tuples: a frozen group holds no list
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.recipe.grad_accum = 2
+    flags = settings.flags(mixed_precision="bf16", grad_accum=4)
+    assert list(flags) == fields and flags["mixed_precision"] == "bf16" and flags["grad_accum"] == 4
+    assert settings.speed.mixed_precision is None and settings.recipe.grad_accum is None  # the settings stay as parsed
+    with pytest.raises(KeyError, match="micro_batch"):
+        settings.flags(micro_batch=8)

@@ -16,8 +16,9 @@ from PIL import Image
 from transformers import DeiTImageProcessor, ViTConfig, ViTForImageClassification
 
 from structinit_hf.models.structinit_vit import CIFAR10_MEAN, CIFAR10_STD
+from structinit_hf.train.args import evaluation_parser
 from structinit_hf.train.commands import run_script
-from structinit_hf.train.evaluation import evaluation_parser, run_evaluation
+from structinit_hf.train.evaluation import run_evaluation
 from structinit_hf.train.loading import eval_transform, load_model, model_data_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,7 +127,7 @@ def test_unknown_model_name_suggests_a_registered_one():
 
 @pytest.mark.slow
 def test_script_user_error_is_one_line_exit_2_and_debug_shows_the_traceback(cropping_checkpoint, tmp_path):
-    """Catches scripts/evaluate.py not going through cli.run_script (a traceback and exit status 1)."""
+    """Catches scripts/evaluate.py not going through commands.run_script (a traceback and exit status 1)."""
     names = ["a", "b", "c", "d"]
     features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=names)})
     rows = {"img": _images(4), "label": [0, 1, 2, 3]}

@@ -100,3 +100,26 @@ def test_using_the_plugin_loads_no_application_module():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_structure_map_in_the_docs_names_every_module():
+    """Catches a module added, moved or removed without docs/development.md's tree following."""
+    text = (PACKAGE.parent / "docs" / "development.md").read_text()
+    tree = text.split("## Layout", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    listed, folder = set(), None
+    for line in tree.splitlines():
+        name = line.split()[0] if line.strip() else ""
+        indent = len(line) - len(line.lstrip())
+        if indent == 2 and name.endswith("/"):
+            folder = name.rstrip("/")
+        elif indent == 2:
+            folder = None
+            listed.add(name)
+        elif indent == 4 and folder:
+            listed.add(f"{folder}/{name}")
+    modules = {
+        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent == PACKAGE
+    }
+    assert listed == modules, (
+        f"only in the docs: {sorted(listed - modules)}; only in the code: {sorted(modules - listed)}"
+    )

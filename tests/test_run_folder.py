@@ -122,7 +122,10 @@ def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_bloc
         held.release()
     assert not out.exists(), "a refused run left a folder behind"
 
-    code = f"from structinit_hf.train.run_folder import acquire_run_lock; import os, signal; acquire_run_lock({str(out)!r}); "
+    code = (
+        "from structinit_hf.train.run_folder import acquire_run_lock; import os, signal; "
+        f"acquire_run_lock({str(out)!r}); "
+    )
     done = subprocess.run([sys.executable, "-c", code + "os.kill(os.getpid(), signal.SIGKILL)"], env=script_env())
     assert done.returncode == -signal.SIGKILL
     dead = json.loads((out / LOCK_FILE).read_text())["pid"]

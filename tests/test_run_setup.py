@@ -10,7 +10,13 @@ import pytest
 import torch
 from tiny_runs import REPO, run, synthetic_args, synthetic_dataset, weights
 
-from structinit_hf.train.loop import train, training_parser
+from structinit_hf.train.args import TrainingSettings, training_parser
+from structinit_hf.train.loop import train
+
+
+def speed(argv: list[str]):
+    """The speed settings of a training command line."""
+    return TrainingSettings.from_args(training_parser().parse_args(argv)).speed
 
 
 @pytest.mark.slow
@@ -55,7 +61,7 @@ def test_device_defaults_follow_the_device_and_explicit_settings_win(monkeypatch
     fp16 not chosen where bf16 is unsupported, and a flag or accelerate config overridden by the defaults."""
     from structinit_hf.train.run_setup import DeviceDefaults, device_defaults
 
-    args = training_parser().parse_args([])
+    args = speed([])
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
     assert device_defaults(args, cpu, env={}) == DeviceDefaults("no", 0, pin_memory=False, compile=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
@@ -67,20 +73,17 @@ def test_device_defaults_follow_the_device_and_explicit_settings_win(monkeypatch
     assert not device_defaults(args, cuda, env={"ACCELERATE_DYNAMO_BACKEND": "INDUCTOR"}).compile
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     assert device_defaults(args, cuda, env={}).mixed_precision == "fp16"
-    explicit = training_parser().parse_args(["--mixed-precision", "no", "--workers", "2", "--no-compile"])
+    explicit = speed(["--mixed-precision", "no", "--workers", "2", "--no-compile"])
     assert device_defaults(explicit, cuda, env={"ACCELERATE_MIXED_PRECISION": "bf16"}) == DeviceDefaults(
         "no", 2, pin_memory=True, compile=False
     )
-    assert device_defaults(training_parser().parse_args(["--compile"]), cpu, env={}).compile
-    fp16 = training_parser().parse_args(["--mixed-precision", "fp16"])  # accelerate would train fp32 and say fp16
+    assert device_defaults(speed(["--compile"]), cpu, env={}).compile
+    fp16 = speed(["--mixed-precision", "fp16"])  # accelerate would train fp32 and say fp16
     with pytest.raises(ValueError, match="--mixed-precision fp16: not on a CPU .* allowed on CPU: bf16 or no"):
         device_defaults(fp16, cpu, env={})
     with pytest.raises(ValueError, match="the accelerate config's mixed_precision fp16: not on a CPU"):
         device_defaults(args, cpu, env={"ACCELERATE_MIXED_PRECISION": "fp16"})
-    assert (
-        device_defaults(training_parser().parse_args(["--mixed-precision", "bf16"]), cpu, env={}).mixed_precision
-        == "bf16"
-    )
+    assert device_defaults(speed(["--mixed-precision", "bf16"]), cpu, env={}).mixed_precision == "bf16"
 
 
 @pytest.mark.slow

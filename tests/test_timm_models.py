@@ -210,7 +210,7 @@ def test_timm_citizenship_features_meta_resize_and_gradients(name: str) -> None:
 
 
 def test_the_names_keep_out_of_timms_own_module_lists():
-    """timm groups names by the last part of their module's path: ours must not join its vision_transformer or convit."""
+    """timm groups names by the last part of their module's path: ours must not join vision_transformer or convit."""
     ours = set(timm.list_models(module="structinit_vit")) | set(timm.list_models(module="convit_baseline"))
     assert {"vit_tiny_impulse3", "vit_tiny_patch2_32", "convit_tiny_patch2_32"} <= ours
     assert not ours & (set(timm.list_models(module="vision_transformer")) | set(timm.list_models(module="convit")))

@@ -19,10 +19,10 @@ from PIL import Image
 from tiny_runs import REPO, TINY_MODEL, run, weights
 
 from structinit_hf.train import loop, run_setup
+from structinit_hf.train.args import evaluation_parser, training_parser
 from structinit_hf.train.checkpoints import find_checkpoint
-from structinit_hf.train.evaluation import evaluation_parser, run_evaluation
+from structinit_hf.train.evaluation import run_evaluation
 from structinit_hf.train.loading import load_model
-from structinit_hf.train.loop import training_parser
 
 METRIC_KEYS = {
     "epoch",

@@ -13,7 +13,8 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
-from structinit_hf.train.loop import train, training_parser
+from structinit_hf.train.args import training_parser
+from structinit_hf.train.loop import train
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = [

@@ -26,10 +26,10 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
-from ..train.args import KeyValueAction
+from ..train.args import KeyValueAction, training_parser
 from ..train.data import SAMPLE_DATASETS, VALIDATION_SPLITS, dataset_source, load_raw_dataset
 from ..train.errors import UsageError
-from ..train.loop import train, training_parser
+from ..train.loop import train
 from .arms import ALL_ARMS, PROFILES, BenchmarkDataset, Profile, select_arms
 from .campaign import LABELS, compare
 from .report import aggregate_runs, write_outputs

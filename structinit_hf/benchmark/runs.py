@@ -39,7 +39,10 @@ RUN_SPECIFIC_ARGS = ("model", "model_kwargs", "seed", "output_dir", "resume", "d
 
 
 # scripts/train.py, run as ``python -c`` so the benchmark needs no checkout of the scripts folder
-TRAIN_ENTRY = "from structinit_hf.train.loop import train, training_parser; train(training_parser().parse_args())"
+TRAIN_ENTRY = (
+    "from structinit_hf.train.args import training_parser; from structinit_hf.train.loop import train; "
+    "train(training_parser().parse_args())"
+)
 
 
 def flag_values(name: str, value: Any) -> list[str]:

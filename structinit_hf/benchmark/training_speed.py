@@ -36,12 +36,12 @@ from accelerate.state import AcceleratorState, GradientState
 from timm.optim import create_optimizer_v2
 from torch import nn
 
-from ..train.args import KeyValueAction
+from ..train.args import KeyValueAction, TrainingSettings, training_parser
 from ..train.data import load_image_classification
 from ..train.dataloaders import train_dataloader
 from ..train.evaluation import library_versions
 from ..train.loading import load_model, model_data_config
-from ..train.loop import train, training_parser
+from ..train.loop import train
 from ..train.run_setup import device_defaults
 from ..train.tensor_data import training_datasets
 
@@ -104,11 +104,11 @@ def _synchronize(device: torch.device) -> None:
 def input_pipeline(args: argparse.Namespace, pipeline: str, workers: int) -> float:
     """Augmented training images per second out of the training DataLoader alone (one epoch after a warm-up)."""
     data = load_image_classification(args.data, val_split=0.0, max_eval_samples=1)
-    model, _ = load_model(args.model, num_classes=data.num_classes, model_kwargs=args.model_kwargs)
-    recipe = training_parser().parse_args([])
-    augmentation = dict(
-        auto_augment=recipe.aa, hflip=recipe.hflip, scale=tuple(recipe.scale), ratio=tuple(recipe.ratio), re_prob=0.0
-    )
+    model = load_model(args.model, num_classes=data.num_classes, model_kwargs=args.model_kwargs).model
+    augmentation = {
+        **TrainingSettings.from_args(training_parser().parse_args([])).recipe.augmentation(),
+        "re_prob": 0.0,
+    }
     images = training_datasets(data, model_data_config(model), augmentation, pipeline=pipeline, workers=workers)[0]
     loader = train_dataloader(images, args.batch_size, args.batch_size, seed=0, workers=workers)
     for epoch in range(2):
@@ -145,9 +145,8 @@ def measure_throughput(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)  # on a shared CPU, more threads than free cores stall each other
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     modes = args.modes or (["fp32", "bf16", "bf16_compiled"] if device.type == "cuda" else ["fp32"])
-    workers = (
-        args.workers if args.workers is not None else device_defaults(training_parser().parse_args([]), device).workers
-    )
+    speed = TrainingSettings.from_args(training_parser().parse_args([])).speed
+    workers = args.workers if args.workers is not None else device_defaults(speed, device).workers
     arms = {}
     for mode in modes:  # neighbours are the pairs compared
         arms[f"bare/{mode}"] = lambda mode=mode: bare_arm(args, mode, device)

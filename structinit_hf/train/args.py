@@ -1,23 +1,47 @@
-"""The training flags' values, checked before a run starts: one line naming the flag, its value and what is allowed.
+"""The command lines of ``train`` and ``evaluate``: their parsers, the checks on their values, and the frozen settings
+a training run is built from.
 
-argparse checks the types; these are the values that would only fail later (a negative learning rate, an
-auto-augment policy timm cannot parse, a batch that does not split into equal micro-batches).
+argparse checks the types; :func:`check_run_args` the values that would only fail later (a negative learning rate, an
+auto-augment policy timm cannot parse, a batch that does not split into equal micro-batches), in one line naming the
+flag, its value and what is allowed. :class:`TrainingSettings` groups the parsed flags (model, data, recipe, speed,
+run) once, before anything is set up; what the device and the memory plan decide for the flags left unset is passed
+alongside, never written back.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import math
+from dataclasses import asdict, dataclass, fields
 from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 import timm.optim
 from timm.data.auto_augment import augment_and_mix_transform, auto_augment_transform, rand_augment_transform
 
+from .data import dataset_source
 from .errors import UsageError, did_you_mean
+from .tensor_data import INPUT_PIPELINES
 
-__all__ = ["KeyValueAction", "MAX_BATCH", "MAX_SEED", "check_run_args"]
+__all__ = [
+    "DataSettings",
+    "KeyValueAction",
+    "MAX_BATCH",
+    "MAX_SEED",
+    "ModelSettings",
+    "Recipe",
+    "RunSettings",
+    "Speed",
+    "TrainingSettings",
+    "add_dataset_arguments",
+    "add_model_arguments",
+    "check_run_args",
+    "evaluation_parser",
+    "training_parser",
+]
 
 MAX_BATCH = 2**20  # images per optimizer step: far beyond any recipe
 
@@ -29,58 +53,63 @@ def _out_of_range(flag: str, value: Any, allowed: str) -> UsageError:
     return UsageError(f"--{flag} {value}: out of range; allowed: {allowed}")
 
 
-def check_run_args(args: argparse.Namespace, num_processes: int) -> None:
-    """Refuse, in one line naming the flag, its value and what is allowed, any recipe value that cannot work."""
+def check_run_args(settings: TrainingSettings, num_processes: int) -> None:
+    """Refuse, in one line naming the flag, its value and what is allowed, any value that cannot work."""
+    data, recipe, speed, run = settings.data, settings.recipe, settings.speed, settings.run
     positive = (
-        "epochs", "batch_size", "grad_accum", "checkpoint_every", "keep_checkpoints", "eval_batch_size",
-        "max_train_samples", "max_eval_samples",
+        ("epochs", recipe.epochs), ("batch-size", recipe.batch_size), ("grad-accum", recipe.grad_accum),
+        ("checkpoint-every", run.checkpoint_every), ("keep-checkpoints", run.keep_checkpoints),
+        ("eval-batch-size", speed.eval_batch_size), ("max-train-samples", data.max_train_samples),
+        ("max-eval-samples", data.max_eval_samples),
     )  # fmt: skip
-    for name in positive:
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise _out_of_range(name.replace("_", "-"), getattr(args, name), "an integer >= 1")
-    if args.batch_size > MAX_BATCH:  # the memory planner would search for ever
-        raise _out_of_range("batch-size", args.batch_size, f"an integer in [1, {MAX_BATCH:,}]")
+    for flag, value in positive:
+        if value is not None and value < 1:
+            raise _out_of_range(flag, value, "an integer >= 1")
+    if recipe.batch_size > MAX_BATCH:  # the memory planner would search for ever
+        raise _out_of_range("batch-size", recipe.batch_size, f"an integer in [1, {MAX_BATCH:,}]")
     ranges = (  # flag, value, allowed, check
-        ("seed", args.seed, f"an integer in [0, {MAX_SEED}]", lambda v: 0 <= v <= MAX_SEED),
-        ("workers", args.workers, ">= 0", lambda v: v is None or v >= 0),
-        ("lr", args.lr, "> 0", lambda v: v > 0),
-        ("weight-decay", args.weight_decay, ">= 0", lambda v: v >= 0),
-        ("opt-eps", args.opt_eps, "> 0", lambda v: v > 0),
-        ("warmup-epochs", args.warmup_epochs, ">= 0", lambda v: v >= 0),
-        ("warmup-lr", args.warmup_lr, ">= 0", lambda v: v >= 0),
-        ("min-lr", args.min_lr, ">= 0", lambda v: v >= 0),
-        ("label-smoothing", args.label_smoothing, "0 <= value < 1", lambda v: 0 <= v < 1),
-        ("clip-grad", args.clip_grad, ">= 0 (0 disables clipping)", lambda v: v >= 0),
-        ("hflip", args.hflip, "a probability in [0, 1]", lambda v: 0 <= v <= 1),
-        ("reprob", args.reprob, "a probability in [0, 1]", lambda v: 0 <= v <= 1),
-        ("mixup", args.mixup, ">= 0 (0 disables it)", lambda v: v >= 0),
-        ("cutmix", args.cutmix, ">= 0 (0 disables it)", lambda v: v >= 0),
-        ("model-ema-decay", args.model_ema_decay, "0 <= value < 1", lambda v: 0 <= v < 1),
-        ("val-split", args.val_split, "a fraction in [0, 1)", lambda v: 0 <= v < 1),
+        ("seed", run.seed, f"an integer in [0, {MAX_SEED}]", lambda v: 0 <= v <= MAX_SEED),
+        ("workers", speed.workers, ">= 0", lambda v: v is None or v >= 0),
+        ("lr", recipe.lr, "> 0", lambda v: v > 0),
+        ("weight-decay", recipe.weight_decay, ">= 0", lambda v: v >= 0),
+        ("opt-eps", recipe.opt_eps, "> 0", lambda v: v > 0),
+        ("warmup-epochs", recipe.warmup_epochs, ">= 0", lambda v: v >= 0),
+        ("warmup-lr", recipe.warmup_lr, ">= 0", lambda v: v >= 0),
+        ("min-lr", recipe.min_lr, ">= 0", lambda v: v >= 0),
+        ("label-smoothing", recipe.label_smoothing, "0 <= value < 1", lambda v: 0 <= v < 1),
+        ("clip-grad", recipe.clip_grad, ">= 0 (0 disables clipping)", lambda v: v >= 0),
+        ("hflip", recipe.hflip, "a probability in [0, 1]", lambda v: 0 <= v <= 1),
+        ("reprob", recipe.reprob, "a probability in [0, 1]", lambda v: 0 <= v <= 1),
+        ("mixup", recipe.mixup, ">= 0 (0 disables it)", lambda v: v >= 0),
+        ("cutmix", recipe.cutmix, ">= 0 (0 disables it)", lambda v: v >= 0),
+        ("model-ema-decay", recipe.model_ema_decay, "0 <= value < 1", lambda v: 0 <= v < 1),
+        ("val-split", data.val_split, "a fraction in [0, 1)", lambda v: 0 <= v < 1),
     )
     for flag, value, allowed, check in ranges:
         if not math.isfinite(value if value is not None else 0) or not check(value):
             raise _out_of_range(flag, value, allowed)
-    low, high = args.scale
+    low, high = recipe.scale
     if not 0 < low <= high <= 1:
         raise _out_of_range("scale", f"{low:g} {high:g}", "MIN MAX with 0 < MIN <= MAX <= 1 (area fractions)")
-    low, high = args.ratio
+    low, high = recipe.ratio
     if not 0 < low <= high:
         raise _out_of_range("ratio", f"{low:g} {high:g}", "MIN MAX with 0 < MIN <= MAX (aspect ratios)")
-    _check_auto_augment(args.aa)
-    if args.report_to == "tensorboard" and find_spec("tensorboard") is None:  # accelerate would drop it silently
+    _check_auto_augment(recipe.aa)
+    if run.report_to == "tensorboard" and find_spec("tensorboard") is None:  # accelerate would drop it silently
         raise ModuleNotFoundError("--report-to tensorboard: tensorboard is not installed", name="tensorboard")
-    if args.opt.lower() not in timm.optim.list_optimizers():
+    if recipe.opt.lower() not in timm.optim.list_optimizers():
         names = timm.optim.list_optimizers()
-        raise UsageError(f"--opt {args.opt!r}: not a timm optimizer{did_you_mean(args.opt, names)}; e.g. adamw, sgd")
-    per_process, remainder = divmod(args.batch_size, num_processes * (args.grad_accum or 1))
-    if remainder:
-        accumulation = f" x --grad-accum {args.grad_accum}" if args.grad_accum else ""
         raise UsageError(
-            f"--batch-size {args.batch_size} is not divisible by {num_processes} processes{accumulation}; "
+            f"--opt {recipe.opt!r}: not a timm optimizer{did_you_mean(recipe.opt, names)}; e.g. adamw, sgd"
+        )
+    per_process, remainder = divmod(recipe.batch_size, num_processes * (recipe.grad_accum or 1))
+    if remainder:
+        accumulation = f" x --grad-accum {recipe.grad_accum}" if recipe.grad_accum else ""
+        raise UsageError(
+            f"--batch-size {recipe.batch_size} is not divisible by {num_processes} processes{accumulation}; "
             "the global batch must split into equal micro-batches"
         )
-    if (args.mixup or args.cutmix) and args.grad_accum and per_process % 2:
+    if (recipe.mixup or recipe.cutmix) and recipe.grad_accum and per_process % 2:
         raise UsageError(f"mixup/cutmix need an even micro-batch, got {per_process}")
 
 
@@ -121,3 +150,286 @@ class KeyValueAction(argparse.Action):
             except (ValueError, SyntaxError):
                 kwargs[key] = text  # a bare word such as pseudo_input=learned
         setattr(namespace, self.dest, kwargs)
+
+
+# The settings of a training run, one frozen group per part of the command line; each field is the dest of one flag
+# of training_parser() (tests/test_cli.py checks that every flag has exactly one field).
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Which network: a timm name, a checkpoint folder or a Hub id, and its builder keywords."""
+
+    model: str
+    model_kwargs: dict[str, Any]
+    trust_remote_code: bool
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """Which dataset, its columns, and which rows train, validate and are scored."""
+
+    dataset: str
+    dataset_config: str | None
+    image_column: str | None
+    label_column: str | None
+    max_eval_samples: int | None
+    train_split: str
+    eval_split: str | None
+    val_split: float
+    max_train_samples: int | None
+    skip_bad_images: bool
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Batch, optimizer, schedule, augmentation and EMA: what decides the trained weights."""
+
+    epochs: int
+    batch_size: int
+    grad_accum: int | None  # None: the fewest micro-batches that fit the memory (the plan decides)
+    opt: str
+    lr: float
+    weight_decay: float
+    opt_eps: float
+    warmup_epochs: float
+    warmup_lr: float
+    min_lr: float
+    label_smoothing: float
+    clip_grad: float
+    aa: str
+    hflip: float
+    scale: tuple[float, float]
+    ratio: tuple[float, float]
+    reprob: float
+    mixup: float
+    cutmix: float
+    model_ema: bool
+    model_ema_decay: float
+
+    def augmentation(self) -> dict[str, Any]:
+        """The training-only transform arguments, as timm's ``create_transform`` names them."""
+        return dict(
+            auto_augment=None if self.aa == "none" else self.aa,
+            hflip=self.hflip,
+            scale=self.scale,
+            ratio=self.ratio,
+            re_prob=self.reprob,
+        )
+
+
+@dataclass(frozen=True)
+class Speed:
+    """How fast it runs; None is left to the device (:func:`structinit_hf.train.run_setup.device_defaults`)."""
+
+    workers: int | None
+    mixed_precision: str | None
+    compile: bool | None
+    eval_batch_size: int | None
+    input_pipeline: str
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Where the run writes, its seed, checkpoints, resume and logging."""
+
+    output_dir: Path | None
+    seed: int
+    checkpoint_every: int
+    keep_checkpoints: int
+    resume: str | None
+    report_to: str
+
+
+_GROUPS = {"model": ModelSettings, "data": DataSettings, "recipe": Recipe, "speed": Speed, "run": RunSettings}
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """A training command line, grouped: built once from the parsed flags and never changed."""
+
+    model: ModelSettings
+    data: DataSettings
+    recipe: Recipe
+    speed: Speed
+    run: RunSettings
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> TrainingSettings:
+        """The groups of ``training_parser().parse_args(...)`` (``nargs`` lists become tuples)."""
+
+        def group(kind: type) -> Any:
+            values = {field.name: getattr(args, field.name) for field in fields(kind)}
+            return kind(**{name: tuple(v) if isinstance(v, list) else v for name, v in values.items()})
+
+        return cls(**{name: group(kind) for name, kind in _GROUPS.items()})
+
+    def flags(self, **resolved: Any) -> dict[str, Any]:
+        """Every flag by its dest, as JSON values; ``resolved`` replaces the ones the device or the memory plan decided
+        (``mixed_precision``, ``grad_accum``): what ``results.json``, the trackers and the resume check record."""
+        flat = {name: value for group in fields(self) for name, value in asdict(getattr(self, group.name)).items()}
+        unknown = set(resolved) - set(flat)
+        if unknown:
+            raise KeyError(f"not flags: {sorted(unknown)}")
+        return json.loads(json.dumps({**flat, **resolved}, default=str))
+
+
+# The parsers. train and evaluate share the model and dataset flags.
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """The dataset flags shared by ``train.py`` and ``evaluate.py``."""
+    group = parser.add_argument_group("dataset")
+    group.add_argument(
+        "--dataset",
+        type=dataset_source,
+        default="cifar10-sample",
+        help="Hub id (e.g. uoft-cs/cifar10), local data folder (parquet, arrow, imagefolder), save_to_disk folder, or "
+        "cifar10-sample: the 2,560 / 1,000-image CIFAR-10 sample shipped with the package",
+    )
+    group.add_argument(
+        "--dataset-config", default=None, help="dataset configuration name (e.g. cropped_digits for svhn)"
+    )
+    group.add_argument("--image-column", default=None, help="image column (default: img or image)")
+    group.add_argument("--label-column", default=None, help="label column (default: label, labels or fine_label)")
+    group.add_argument("--max-eval-samples", type=int, default=None, help="score only the first N rows")
+    group.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per training process")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model flags shared by ``train.py`` and ``evaluate.py``."""
+    group = parser.add_argument_group("model")
+    group.add_argument(
+        "--model",
+        default="vit_tiny_impulse3",
+        help="timm name, local checkpoint folder, hf-hub:<repo> or a transformers Hub id",
+    )
+    group.add_argument(
+        "--model-kwargs",
+        nargs="*",
+        default={},
+        action=KeyValueAction,
+        help="builder arguments as key=value (e.g. depth=2 patch_size=4 kernel_size=5)",
+    )
+    group.add_argument("--trust-remote-code", action="store_true", help="allow a transformers checkpoint's own code")
+
+
+def evaluation_parser() -> argparse.ArgumentParser:
+    """Every flag of ``scripts/evaluate.py``."""
+    parser = argparse.ArgumentParser(description="Score an image classifier on one split of a dataset.")
+    add_model_arguments(parser)
+    add_dataset_arguments(parser)
+    parser.add_argument("--split", default=None, help="split to score (default: test, else validation)")
+    parser.add_argument("--batch-size", type=int, default=256, help="images per process and batch")
+    parser.add_argument("--mixed-precision", choices=("no", "fp16", "bf16"), default=None)
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=Path("evaluation.json"),
+        help="where to write the record (never a training run's own results.json)",
+    )
+    return parser
+
+
+def training_parser() -> argparse.ArgumentParser:
+    """Every flag of ``scripts/train.py``; the defaults are the paper's CIFAR recipe."""
+    parser = argparse.ArgumentParser(
+        description="Train a ViT (or any timm / transformers classifier) on an image-classification dataset.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_model_arguments(parser)
+    add_dataset_arguments(parser)
+    _add_split_arguments(parser)
+    _add_recipe_arguments(parser)
+    _add_speed_arguments(parser)
+    _add_run_arguments(parser)
+    return parser
+
+
+def _add_split_arguments(parser: argparse.ArgumentParser) -> None:
+    """Which rows train, validate after every epoch and are scored at the end."""
+    splits = parser.add_argument_group("splits")
+    splits.add_argument("--train-split", default="train")
+    splits.add_argument("--eval-split", default=None, help="split scored at the end (default: test, else validation)")
+    splits.add_argument(
+        "--val-split",
+        type=float,
+        default=0.1,
+        help="fraction of train held out (stratified) for per-epoch validation when the dataset has no "
+        "validation split; 0 validates on the evaluation split",
+    )
+    splits.add_argument("--max-train-samples", type=int, default=None, help="train on a seeded random subset")
+    splits.add_argument(
+        "--skip-bad-images", action="store_true", help="drop unreadable images (counted in the log) instead of stopping"
+    )
+
+
+def _add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
+    """Batch, optimizer, schedule, augmentation and EMA: the flags that decide the result."""
+    recipe = parser.add_argument_group("recipe")
+    recipe.add_argument("--epochs", type=int, default=200)
+    recipe.add_argument("--batch-size", type=int, default=512, help="global batch per optimizer step")
+    recipe.add_argument(
+        "--grad-accum",
+        type=int,
+        default=None,
+        help="micro-batches accumulated per optimizer step; default: the fewest whose micro-batch fits the memory",
+    )
+    recipe.add_argument("--opt", default="adamw", help="timm optimizer name")
+    recipe.add_argument("--lr", type=float, default=1e-3)
+    recipe.add_argument("--weight-decay", type=float, default=0.01)
+    recipe.add_argument("--opt-eps", type=float, default=1e-3)
+    recipe.add_argument("--warmup-epochs", type=float, default=10.0)
+    recipe.add_argument("--warmup-lr", type=float, default=1e-6)
+    recipe.add_argument("--min-lr", type=float, default=1e-5, help="end of the cosine schedule")
+    recipe.add_argument("--label-smoothing", type=float, default=0.1)
+    recipe.add_argument("--clip-grad", type=float, default=3.0, help="max gradient norm; 0 disables clipping")
+    recipe.add_argument("--aa", default="rand-m9-mstd0.5", help="timm auto-augment policy; 'none' disables it")
+    recipe.add_argument("--hflip", type=float, default=0.5, help="horizontal flip probability")
+    recipe.add_argument("--scale", type=float, nargs=2, default=(0.08, 1.0), help="random-resized-crop area range")
+    recipe.add_argument("--ratio", type=float, nargs=2, default=(3 / 4, 4 / 3), help="random-resized-crop aspect range")
+    recipe.add_argument("--reprob", type=float, default=0.0, help="random erasing probability")
+    recipe.add_argument("--mixup", type=float, default=0.0, help="mixup alpha (0 disables)")
+    recipe.add_argument("--cutmix", type=float, default=0.0, help="cutmix alpha (0 disables)")
+    recipe.add_argument("--model-ema", action="store_true", help="keep an EMA of the weights; validate and export it")
+    recipe.add_argument("--model-ema-decay", type=float, default=0.9998)
+
+
+def _add_speed_arguments(parser: argparse.ArgumentParser) -> None:
+    """Precision, compilation, workers, evaluation batch and input pipeline: the defaults follow the device."""
+    speed = parser.add_argument_group(
+        "speed", "defaults follow the device: on a GPU bf16, compiled, workers from the CPU count; on CPU as given"
+    )
+    speed.add_argument(
+        "--mixed-precision",
+        choices=("no", "fp16", "bf16"),
+        default=None,
+        help="default: an accelerate config's fp16/bf16, else bf16 on a GPU that has it (fp16 otherwise), no on CPU; "
+        "fp16 needs a GPU",
+    )
+    speed.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the model (falls back to eager with a warning); default: on for CUDA",
+    )
+    speed.add_argument("--eval-batch-size", type=int, default=None, help="default: twice the training micro-batch")
+    speed.add_argument(
+        "--input-pipeline",
+        choices=INPUT_PIPELINES,
+        default="auto",
+        help="tensor: decode once, augment uint8 tensors; pil: timm's PIL transforms each epoch; auto: tensor if "
+        "it can",
+    )
+    parser.set_defaults(workers=None)  # default: from the CPU count on a GPU, 0 on CPU
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the run writes, its seed, checkpoints, resume and logging."""
+    run = parser.add_argument_group("run")
+    run.add_argument("--output-dir", type=Path, default=None, help="default: runs/<model>-<dataset>")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--checkpoint-every", type=int, default=1, help="epochs between checkpoints (and the last)")
+    run.add_argument("--keep-checkpoints", type=int, default=2, help="how many of the newest checkpoints to keep")
+    run.add_argument("--resume", default=None, help="'latest' (a fresh start if there is none yet) or a checkpoint")
+    run.add_argument("--report-to", choices=("none", "tensorboard"), default="none")

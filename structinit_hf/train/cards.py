@@ -1,4 +1,4 @@
-"""Model cards for trained runs: Jinja templates in ``structinit_hf/train/card_templates/`` rendered into a ``ModelCard``.
+"""Model cards for trained runs: the Jinja templates in ``card_templates/`` rendered into a ``ModelCard``.
 
 Everything a card states comes from the run itself: the metadata (``ModelCardData`` with a ``model-index`` of
 ``EvalResult``) and the body (init settings, recipe, results) from the run's ``results.json``, the architecture and

@@ -1,4 +1,5 @@
-"""The run folder of :func:`structinit_hf.train.loop.train`: epoch checkpoints, ``metrics.jsonl``, and recovery.
+"""The run folder of :func:`structinit_hf.train.loop.train`: epoch checkpoints, ``metrics.jsonl``, recovery, and the
+trained model in ``final/``.
 
 A run folder holds ``checkpoints/epoch_XXXX/`` (accelerate's ``save_state`` plus ``trainer_state.json``,
 which also records the settings the run was started with), ``metrics.jsonl`` (one line per epoch),
@@ -11,7 +12,6 @@ twice.  A resumed run must keep the settings it was started with (:func:`check_s
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import zipfile
@@ -23,10 +23,14 @@ import safetensors
 import safetensors.torch
 import torch
 from accelerate import Accelerator
+from timm.models import save_for_hf
 from timm.utils import ModelEmaV3
+from torch import nn
 
-from ..atomic import delete_folder, recover_folder, swap_in_folder, write_text
+from ..atomic import delete_folder, recover_folder, replace_folder, swap_in_folder, write_text
+from ..models.timm_wrapper import write_checkpoint
 from .errors import UsageError
+from .loading import ClassifierLogits
 
 __all__ = [
     "CHECKPOINT_PREFIX",
@@ -46,6 +50,8 @@ __all__ = [
     "reset_metrics",
     "resume_point",
     "run_settings",
+    "save_final_model",
+    "save_timm_folder",
     "save_training_state",
 ]
 
@@ -164,11 +170,10 @@ def append_metrics(output_dir: Path, record: dict[str, Any]) -> None:
         handle.write(json.dumps(record) + "\n")
 
 
-def run_settings(args: argparse.Namespace, mixed_precision: str) -> dict[str, Any]:
-    """The flags that decide a run's result, as JSON values, with the precision it actually trains at."""
-    settings = {key: value for key, value in vars(args).items() if key not in RESULT_NEUTRAL_FLAGS}
-    settings["mixed_precision"] = mixed_precision
-    return json.loads(json.dumps(settings, default=str))
+def run_settings(flags: dict[str, Any]) -> dict[str, Any]:
+    """The recorded ``flags`` (:meth:`~structinit_hf.train.args.TrainingSettings.flags`) that decide a run's result:
+    what a resumed run must keep."""
+    return {key: value for key, value in flags.items() if key not in RESULT_NEUTRAL_FLAGS}
 
 
 def _flag(name: str, value: Any) -> str:
@@ -314,3 +319,54 @@ def load_training_state(
         raise UsageError(
             f"{checkpoint / TRAINER_STATE} lacks {error.args[0]!r}; {_recovery(Path(checkpoint))}"
         ) from None
+
+
+def save_final_model(
+    model: nn.Module,
+    out_dir: Path,
+    label_names: list[str],
+    *,
+    init: dict[str, Any] | None = None,
+    fine_tuned_from: dict[str, Any] | None = None,
+) -> Path:
+    """Write the trained model to ``out_dir`` so that timm and transformers both load it.
+
+    A model of this package built from its init goes through
+    :func:`structinit_hf.models.timm_wrapper.write_checkpoint` (a stock ``timm_wrapper`` folder under a stock timm name,
+    with the init it started from); another timm model (a loaded checkpoint among them) is saved in timm's format,
+    which transformers loads through its ``TimmWrapper``; a transformers model is saved with ``save_pretrained``,
+    beside the image processor it was loaded with (if any), so
+    ``AutoImageProcessor`` and evaluation read the trained folder as they read the original. A fine-tuned model's
+    ``config.json`` keeps the init record of the checkpoint it came from (``structinit``) and names it
+    (``fine_tuned_from``).
+    """
+    # a fine-tuned model's own record is empty (loaded, not initialized): it carries its parent's
+    extra = {} if fine_tuned_from is None else {"structinit": dict(init or {}), "fine_tuned_from": fine_tuned_from}
+
+    def write(folder: Path) -> None:
+        network = model.model if isinstance(model, ClassifierLogits) else model
+        if hasattr(getattr(network, "timm_model", network), "network_args"):  # this package's ViTs and ConViT peer
+            write_checkpoint(network, folder, label_names=label_names)
+        elif isinstance(model, ClassifierLogits):
+            model.model.save_pretrained(folder)
+            if model.processor is not None:
+                model.processor.save_pretrained(folder)
+        else:
+            save_timm_folder(model, folder, label_names)
+        if extra:
+            config_file = folder / "config.json"
+            config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **extra}, indent=2) + "\n")
+
+    return replace_folder(out_dir, write)
+
+
+def save_timm_folder(model: nn.Module, folder: Path, label_names: list[str]) -> None:
+    """timm's ``save_for_hf`` (``config.json`` + ``model.safetensors``), loadable by transformers' TimmWrapper too.
+
+    The wrapper passes ``num_classes`` itself, so it must not also sit in ``model_args``.
+    """
+    save_for_hf(model, folder, model_config={"label_names": label_names}, safe_serialization=True)
+    config_file = Path(folder) / "config.json"
+    config = json.loads(config_file.read_text())
+    config.get("model_args", {}).pop("num_classes", None)
+    config_file.write_text(json.dumps(config, indent=2) + "\n")

@@ -7,16 +7,14 @@ is one line naming the extra), builds its parser, names the function that does t
     from structinit_hf.train.commands import run_script, script_imports
 
     with script_imports():
-        from structinit_hf.train.loop import train, training_parser
+        from structinit_hf.train.args import training_parser
+        from structinit_hf.train.loop import train
 
     if __name__ == "__main__":
         sys.exit(run_script(training_parser(), train))
 
-The function takes the parsed ``argparse.Namespace``; it returns ``None`` or an exit status.
-A user error is any of :data:`USER_ERRORS`: raise :class:`UsageError` (or ``ValueError``) with a message
-that names the bad value and what is allowed; missing files and unreadable data are ``OSError``s, a
-non-finite loss is ``FloatingPointError``.  Everything else (``TypeError``, ``KeyError``, ...) is a bug and
-keeps its traceback.  With ``--debug`` user errors keep theirs too.
+The function takes the parsed ``argparse.Namespace``; it returns ``None`` or an exit status. A user error (any of
+:data:`~structinit_hf.train.errors.USER_ERRORS`) ends as one line; with ``--debug`` it keeps its traceback.
 """
 
 from __future__ import annotations

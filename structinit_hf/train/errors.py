@@ -1,22 +1,11 @@
-"""How every script runs: a user error ends as one line on stderr and exit status 2, no traceback.
+"""User errors: what the commands report as one line and exit status 2, and the helpers that word them.
 
-Each script imports the application inside :func:`script_imports` (a package of an extra that is not installed
-is one line naming the extra), builds its parser, names the function that does the work, and hands both to
-:func:`run_script`, which adds ``--debug``, parses the command line and runs the function::
-
-    from structinit_hf.train.commands import run_script, script_imports
-
-    with script_imports():
-        from structinit_hf.train.loop import train, training_parser
-
-    if __name__ == "__main__":
-        sys.exit(run_script(training_parser(), train))
-
-The function takes the parsed ``argparse.Namespace``; it returns ``None`` or an exit status.
-A user error is any of :data:`USER_ERRORS`: raise :class:`UsageError` (or ``ValueError``) with a message
-that names the bad value and what is allowed; missing files and unreadable data are ``OSError``s, a
-non-finite loss is ``FloatingPointError``.  Everything else (``TypeError``, ``KeyError``, ...) is a bug and
-keeps its traceback.  With ``--debug`` user errors keep theirs too.
+A user error is any of :data:`USER_ERRORS`: raise :class:`UsageError` (or ``ValueError``) with a message that names
+the bad value and what is allowed; missing files and unreadable data are ``OSError``s, a non-finite loss is
+``FloatingPointError``. Everything else (``TypeError``, ``KeyError``, ...) is a bug and keeps its traceback.
+:func:`did_you_mean` suggests the nearest name; :func:`check_kwarg_types` checks keywords read from a command line
+against the annotations of the function that takes them. How a command turns these into its exit status:
+:mod:`structinit_hf.train.commands`.
 """
 
 from __future__ import annotations

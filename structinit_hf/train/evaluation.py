@@ -24,8 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..atomic import write_json
-from .args import KeyValueAction
-from .data import dataset_source, load_image_classification
+from .data import load_image_classification
 from .dataloaders import TransformedImages, eval_dataloader
 from .errors import UsageError
 from .loading import (
@@ -37,10 +36,7 @@ from .loading import (
 )
 
 __all__ = [
-    "add_dataset_arguments",
-    "add_model_arguments",
     "evaluate",
-    "evaluation_parser",
     "library_versions",
     "peak_gpu_memory_mb",
     "results_record",
@@ -92,7 +88,7 @@ def library_versions() -> dict[str, str]:
 
 
 def results_record(
-    args: argparse.Namespace,
+    flags: dict[str, Any],
     *,
     init: dict[str, Any],
     split: str,
@@ -102,13 +98,13 @@ def results_record(
     images_seen: int | None,
     wall_time_s: float,
 ) -> dict[str, Any]:
-    """The ``results.json`` record of a run or an evaluation (the project's contract, item 2)."""
+    """The ``results.json`` record of a run or an evaluation: what was scored, on what, and the command's ``flags``."""
     return {
-        "model": args.model,
-        "model_kwargs": dict(args.model_kwargs),
+        "model": flags["model"],
+        "model_kwargs": dict(flags["model_kwargs"]),
         "init": init,
-        "dataset": args.dataset,
-        "dataset_config": args.dataset_config,
+        "dataset": flags["dataset"],
+        "dataset_config": flags["dataset_config"],
         "split": split,
         "num_classes": len(label_names),
         "label_names": list(label_names),
@@ -118,63 +114,9 @@ def results_record(
         "epochs": epochs,
         "images_seen": images_seen,
         "wall_time_s": round(wall_time_s, 3),
-        "args": {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
+        "args": dict(flags),
         "versions": library_versions(),
     }
-
-
-def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
-    """The dataset flags shared by ``train.py`` and ``evaluate.py``."""
-    group = parser.add_argument_group("dataset")
-    group.add_argument(
-        "--dataset",
-        type=dataset_source,
-        default="cifar10-sample",
-        help="Hub id (e.g. uoft-cs/cifar10), local data folder (parquet, arrow, imagefolder), save_to_disk folder, or "
-        "cifar10-sample: the 2,560 / 1,000-image CIFAR-10 sample shipped with the package",
-    )
-    group.add_argument(
-        "--dataset-config", default=None, help="dataset configuration name (e.g. cropped_digits for svhn)"
-    )
-    group.add_argument("--image-column", default=None, help="image column (default: img or image)")
-    group.add_argument("--label-column", default=None, help="label column (default: label, labels or fine_label)")
-    group.add_argument("--max-eval-samples", type=int, default=None, help="score only the first N rows")
-    group.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per training process")
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model flags shared by ``train.py`` and ``evaluate.py``."""
-    group = parser.add_argument_group("model")
-    group.add_argument(
-        "--model",
-        default="vit_tiny_impulse3",
-        help="timm name, local checkpoint folder, hf-hub:<repo> or a transformers Hub id",
-    )
-    group.add_argument(
-        "--model-kwargs",
-        nargs="*",
-        default={},
-        action=KeyValueAction,
-        help="builder arguments as key=value (e.g. depth=2 patch_size=4 kernel_size=5)",
-    )
-    group.add_argument("--trust-remote-code", action="store_true", help="allow a transformers checkpoint's own code")
-
-
-def evaluation_parser() -> argparse.ArgumentParser:
-    """Every flag of ``scripts/evaluate.py``."""
-    parser = argparse.ArgumentParser(description="Score an image classifier on one split of a dataset.")
-    add_model_arguments(parser)
-    add_dataset_arguments(parser)
-    parser.add_argument("--split", default=None, help="split to score (default: test, else validation)")
-    parser.add_argument("--batch-size", type=int, default=256, help="images per process and batch")
-    parser.add_argument("--mixed-precision", choices=("no", "fp16", "bf16"), default=None)
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=Path("evaluation.json"),
-        help="where to write the record (never a training run's own results.json)",
-    )
-    return parser
 
 
 def _check_evaluation_args(args: argparse.Namespace, accelerator: Accelerator) -> None:
@@ -235,7 +177,7 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
     metrics = evaluate(model, loader, accelerator)
     trained = _previous_training(args.model)
     record = results_record(
-        args,
+        {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
         init=init or trained.get("init", {}),
         split=data.evaluation_split,
         label_names=data.label_names,

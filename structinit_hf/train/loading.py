@@ -145,20 +145,26 @@ def _transformers_model(
     return ClassifierLogits(model, _image_processor(source, trust_remote_code))
 
 
-def _builder_keywords(error: TypeError, source: str) -> list[str] | None:
-    """The keywords ``timm.create_model(source, ...)`` accepts, read off the builder that raised ``error``.
-
-    timm passes unknown keywords on to the model class inside ``build_model_with_cfg``, whose frame names it
-    (``model_cls``); structinit's registered names also take the builder's and the init's options.
-    """
-    frame, model_cls = error.__traceback__, None
-    while frame is not None:
-        model_cls = frame.tb_frame.f_locals.get("model_cls", model_cls)
-        frame = frame.tb_next
-    if model_cls is None:
+def _network_class(model: str) -> type | None:
+    """The class the timm name ``model`` builds, read off its entrypoint's return annotation; ``None`` for what is not
+    a timm name (a checkpoint folder, a Hub id) or an entrypoint without one."""
+    if not timm.is_model(model):
         return None
-    names = set(inspect.signature(model_cls).parameters) | set(inspect.signature(timm.create_model).parameters)
-    if issubclass(model_cls, StructInitVisionTransformer):  # its own keywords, then VisionTransformer's
+    try:
+        network = typing.get_type_hints(timm.models.model_entrypoint(model)).get("return")
+    except (NameError, TypeError):
+        return None
+    return network if isinstance(network, type) else None
+
+
+def _builder_keywords(model: str) -> list[str] | None:
+    """The keywords ``timm.create_model(model, ...)`` accepts: its network's, ``create_model``'s own, and for this
+    package's ViTs the init options; ``None`` when ``model`` is not a timm name."""
+    network = _network_class(model)
+    if network is None:
+        return None
+    names = set(inspect.signature(network).parameters) | set(inspect.signature(timm.create_model).parameters)
+    if issubclass(network, StructInitVisionTransformer):  # its own keywords, then VisionTransformer's
         names |= set(inspect.signature(VisionTransformer).parameters) | set(IMPULSE_KWARGS)
     return sorted(name for name in names if name not in ("self", "kwargs", "args", "model_name", "variant"))
 
@@ -169,7 +175,7 @@ def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
         return timm.create_model(source, **kwargs)
     except TypeError as error:
         unknown = re.search(r"unexpected keyword argument '(\w+)'", str(error))
-        allowed = _builder_keywords(error, source) if unknown else None
+        allowed = _builder_keywords(source) if unknown else None
         if not allowed:
             raise
         name = unknown.group(1)
@@ -400,9 +406,7 @@ def _keyword_hints(model: str) -> dict[str, Any]:
     """The annotated keywords of the network a timm name builds (its class's ``__init__`` up the MRO), and this
     package's init options; ``{}`` for what is not a timm name. Annotations that do not resolve are left out."""
     hints: dict[str, Any] = {}
-    if not timm.is_model(model):
-        return hints
-    network = typing.get_type_hints(timm.models.model_entrypoint(model)).get("return")
+    network = _network_class(model)
     for klass in reversed(getattr(network, "__mro__", ())):
         try:
             hints.update(typing.get_type_hints(klass.__init__))

@@ -13,147 +13,30 @@ described in :mod:`structinit_hf.train.checkpoints`.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate.utils import set_seed
-from timm.models import save_for_hf
-from torch import nn
 from tqdm.auto import tqdm
 
-from ..atomic import replace_folder, write_json
-from ..models.timm_wrapper import write_checkpoint
-from .checkpoints import (
-    append_metrics,
-    complete_checkpoints,
-    save_training_state,
-)
-from .evaluation import add_dataset_arguments, add_model_arguments, evaluate, peak_gpu_memory_mb, results_record
-from .loading import ClassifierLogits
+from ..atomic import write_json
+from .args import TrainingSettings
+from .checkpoints import append_metrics, complete_checkpoints, run_settings, save_final_model, save_training_state
+from .evaluation import evaluate, peak_gpu_memory_mb, results_record
 from .run_setup import Run, setup_run
-from .tensor_data import INPUT_PIPELINES
 
 __all__ = [
     "LOG_EVERY",
     "finish_run",
     "log_epoch",
-    "save_final_model",
-    "save_timm_folder",
     "train",
     "train_one_epoch",
-    "training_parser",
     "validate",
 ]
 
 LOG_EVERY = 10  # micro-batches between progress updates (and non-finite loss checks)
-
-
-def training_parser() -> argparse.ArgumentParser:
-    """Every flag of ``scripts/train.py``; the defaults are the paper's CIFAR recipe."""
-    parser = argparse.ArgumentParser(
-        description="Train a ViT (or any timm / transformers classifier) on an image-classification dataset.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    add_model_arguments(parser)
-    add_dataset_arguments(parser)
-    _add_split_arguments(parser)
-    _add_recipe_arguments(parser)
-    _add_speed_arguments(parser)
-    _add_run_arguments(parser)
-    return parser
-
-
-def _add_split_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which rows train, validate after every epoch and are scored at the end."""
-    splits = parser.add_argument_group("splits")
-    splits.add_argument("--train-split", default="train")
-    splits.add_argument("--eval-split", default=None, help="split scored at the end (default: test, else validation)")
-    splits.add_argument(
-        "--val-split",
-        type=float,
-        default=0.1,
-        help="fraction of train held out (stratified) for per-epoch validation when the dataset has no "
-        "validation split; 0 validates on the evaluation split",
-    )
-    splits.add_argument("--max-train-samples", type=int, default=None, help="train on a seeded random subset")
-    splits.add_argument(
-        "--skip-bad-images", action="store_true", help="drop unreadable images (counted in the log) instead of stopping"
-    )
-
-
-def _add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
-    """Batch, optimizer, schedule, augmentation and EMA: the flags that decide the result."""
-    recipe = parser.add_argument_group("recipe")
-    recipe.add_argument("--epochs", type=int, default=200)
-    recipe.add_argument("--batch-size", type=int, default=512, help="global batch per optimizer step")
-    recipe.add_argument(
-        "--grad-accum",
-        type=int,
-        default=None,
-        help="micro-batches accumulated per optimizer step; default: the fewest whose micro-batch fits the memory",
-    )
-    recipe.add_argument("--opt", default="adamw", help="timm optimizer name")
-    recipe.add_argument("--lr", type=float, default=1e-3)
-    recipe.add_argument("--weight-decay", type=float, default=0.01)
-    recipe.add_argument("--opt-eps", type=float, default=1e-3)
-    recipe.add_argument("--warmup-epochs", type=float, default=10.0)
-    recipe.add_argument("--warmup-lr", type=float, default=1e-6)
-    recipe.add_argument("--min-lr", type=float, default=1e-5, help="end of the cosine schedule")
-    recipe.add_argument("--label-smoothing", type=float, default=0.1)
-    recipe.add_argument("--clip-grad", type=float, default=3.0, help="max gradient norm; 0 disables clipping")
-    recipe.add_argument("--aa", default="rand-m9-mstd0.5", help="timm auto-augment policy; 'none' disables it")
-    recipe.add_argument("--hflip", type=float, default=0.5, help="horizontal flip probability")
-    recipe.add_argument("--scale", type=float, nargs=2, default=(0.08, 1.0), help="random-resized-crop area range")
-    recipe.add_argument("--ratio", type=float, nargs=2, default=(3 / 4, 4 / 3), help="random-resized-crop aspect range")
-    recipe.add_argument("--reprob", type=float, default=0.0, help="random erasing probability")
-    recipe.add_argument("--mixup", type=float, default=0.0, help="mixup alpha (0 disables)")
-    recipe.add_argument("--cutmix", type=float, default=0.0, help="cutmix alpha (0 disables)")
-    recipe.add_argument("--model-ema", action="store_true", help="keep an EMA of the weights; validate and export it")
-    recipe.add_argument("--model-ema-decay", type=float, default=0.9998)
-
-
-def _add_speed_arguments(parser: argparse.ArgumentParser) -> None:
-    """Precision, compilation, workers, evaluation batch and input pipeline: the defaults follow the device."""
-    speed = parser.add_argument_group(
-        "speed", "defaults follow the device: on a GPU bf16, compiled, workers from the CPU count; on CPU as given"
-    )
-    speed.add_argument(
-        "--mixed-precision",
-        choices=("no", "fp16", "bf16"),
-        default=None,
-        help="default: an accelerate config's fp16/bf16, else bf16 on a GPU that has it (fp16 otherwise), no on CPU; "
-        "fp16 needs a GPU",
-    )
-    speed.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="torch.compile the model (falls back to eager with a warning); default: on for CUDA",
-    )
-    speed.add_argument("--eval-batch-size", type=int, default=None, help="default: twice the training micro-batch")
-    speed.add_argument(
-        "--input-pipeline",
-        choices=INPUT_PIPELINES,
-        default="auto",
-        help="tensor: decode once, augment uint8 tensors; pil: timm's PIL transforms each epoch; auto: tensor if "
-        "it can",
-    )
-    parser.set_defaults(workers=None)  # default: from the CPU count on a GPU, 0 on CPU
-
-
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where the run writes, its seed, checkpoints, resume and logging."""
-    run = parser.add_argument_group("run")
-    run.add_argument("--output-dir", type=Path, default=None, help="default: runs/<model>-<dataset>")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--checkpoint-every", type=int, default=1, help="epochs between checkpoints (and the last)")
-    run.add_argument("--keep-checkpoints", type=int, default=2, help="how many of the newest checkpoints to keep")
-    run.add_argument("--resume", default=None, help="'latest' (a fresh start if there is none yet) or a checkpoint")
-    run.add_argument("--report-to", choices=("none", "tensorboard"), default="none")
 
 
 def _progress(run: Run, total: int, desc: str) -> tqdm:
@@ -205,9 +88,9 @@ def _forward_backward(run: Run, inputs: torch.Tensor, targets: torch.Tensor) -> 
 
 def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
     """One pass over the training data; returns the mean loss, images trained and seconds taken."""
-    accelerator, args, state = run.accelerator, run.args, run.state
+    accelerator, recipe, state = run.accelerator, run.settings.recipe, run.state
     start = time.perf_counter()
-    set_seed(args.seed + epoch, device_specific=True)  # this epoch's mixup and drop-path
+    set_seed(run.settings.run.seed + epoch, device_specific=True)  # this epoch's mixup and drop-path
     run.train_loader.set_epoch(epoch)  # and its shuffle order and per-sample augmentation seeds
     run.scheduler.step_update(state.step)
     run.model.train()
@@ -220,8 +103,8 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
             if run.mixup is not None:
                 inputs, targets = run.mixup(inputs, labels)
             loss = _forward_backward(run, inputs, targets)
-            if accelerator.sync_gradients and args.clip_grad > 0:
-                accelerator.clip_grad_norm_(run.model.parameters(), args.clip_grad)
+            if accelerator.sync_gradients and recipe.clip_grad > 0:
+                accelerator.clip_grad_norm_(run.model.parameters(), recipe.clip_grad)
             run.optimizer.step()
             run.optimizer.zero_grad()
         if accelerator.sync_gradients:
@@ -288,7 +171,7 @@ def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) 
         append_metrics(run.output_dir, record)
     run.accelerator.log({k: v for k, v in record.items() if k != "epoch" and v is not None}, step=state.epoch)
     run.accelerator.print(
-        f"epoch {state.epoch}/{run.args.epochs}  train loss {record['train_loss']:.4f}  "
+        f"epoch {state.epoch}/{run.settings.recipe.epochs}  train loss {record['train_loss']:.4f}  "
         f"val top-1 {val['top1']:.2f}%  top-5 {val['top5']:.2f}%  lr {record['lr']:.2e}  "
         f"{record['images_per_sec']:.1f} img/s train, {record['val_images_per_sec']:.1f} img/s val  "
         f"({trained['seconds']:.1f} s)"
@@ -296,62 +179,12 @@ def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) 
     return record
 
 
-def save_final_model(
-    model: nn.Module,
-    out_dir: Path,
-    label_names: list[str],
-    *,
-    init: dict[str, Any] | None = None,
-    fine_tuned_from: dict[str, Any] | None = None,
-) -> Path:
-    """Write the trained model to ``out_dir`` so that timm and transformers both load it.
-
-    A model of this package built from its init goes through :func:`structinit_hf.models.export.save_checkpoint` (a stock
-    ``timm_wrapper`` folder under a stock timm name, with the init it started from); another timm model (a loaded
-    checkpoint among them) is saved in timm's format, which transformers loads through its ``TimmWrapper``; a
-    transformers model is saved with ``save_pretrained``, beside the image processor it was loaded with (if any), so
-    ``AutoImageProcessor`` and evaluation read the trained folder as they read the original. A fine-tuned model's
-    ``config.json`` keeps the init record of the checkpoint it came from (``structinit``) and names it
-    (``fine_tuned_from``).
-    """
-    # a fine-tuned model's own record is empty (loaded, not initialized): it carries its parent's
-    extra = {} if fine_tuned_from is None else {"structinit": dict(init or {}), "fine_tuned_from": fine_tuned_from}
-
-    def write(folder: Path) -> None:
-        network = model.model if isinstance(model, ClassifierLogits) else model
-        if hasattr(getattr(network, "timm_model", network), "network_args"):  # this package's ViTs and ConViT peer
-            write_checkpoint(network, folder, label_names=label_names)
-        elif isinstance(model, ClassifierLogits):
-            model.model.save_pretrained(folder)
-            if model.processor is not None:
-                model.processor.save_pretrained(folder)
-        else:
-            save_timm_folder(model, folder, label_names)
-        if extra:
-            config_file = folder / "config.json"
-            config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **extra}, indent=2) + "\n")
-
-    return replace_folder(out_dir, write)
-
-
-def save_timm_folder(model: nn.Module, folder: Path, label_names: list[str]) -> None:
-    """timm's ``save_for_hf`` (``config.json`` + ``model.safetensors``), loadable by transformers' TimmWrapper too.
-
-    The wrapper passes ``num_classes`` itself, so it must not also sit in ``model_args``.
-    """
-    save_for_hf(model, folder, model_config={"label_names": label_names}, safe_serialization=True)
-    config_file = Path(folder) / "config.json"
-    config = json.loads(config_file.read_text())
-    config.get("model_args", {}).pop("num_classes", None)
-    config_file.write_text(json.dumps(config, indent=2) + "\n")
-
-
 def finish_run(run: Run) -> dict[str, Any]:
     """Score the evaluation split, save ``final/`` and ``results.json``; return the results record."""
     accelerator, data, state = run.accelerator, run.data, run.state
     final = validate(run, run.eval_loader, data.evaluation_split)
     record = results_record(
-        run.args,
+        run.flags,
         init=run.init,
         split=data.evaluation_split,
         label_names=data.label_names,
@@ -383,20 +216,27 @@ def finish_run(run: Run) -> dict[str, Any]:
 
 
 def train(args: argparse.Namespace, on_epoch: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Train ``args.model`` on ``args.dataset``; write the run folder and return the results record.
+    """Train the model on the dataset that ``args`` (``training_parser().parse_args(...)``) name; write the run
+    folder and return the results record.
 
     ``on_epoch`` is called with each epoch's ``metrics.jsonl`` record (a caller's progress display)."""
-    run = setup_run(args)
+    run = setup_run(TrainingSettings.from_args(args))
+    epochs, every = run.settings.recipe.epochs, run.settings.run.checkpoint_every
     try:
-        for epoch in range(run.state.epoch, args.epochs):
+        for epoch in range(run.state.epoch, epochs):
             trained = train_one_epoch(run, epoch)
             val = validate(run, run.val_loader, run.data.validation_split)
             record = log_epoch(run, trained, val)
             if on_epoch is not None:
                 on_epoch(record)
-            if run.state.epoch % args.checkpoint_every == 0 or run.state.epoch == args.epochs:
+            if run.state.epoch % every == 0 or run.state.epoch == epochs:
                 save_training_state(
-                    run.accelerator, run.output_dir, run.state, run.settings, run.ema, args.keep_checkpoints
+                    run.accelerator,
+                    run.output_dir,
+                    run.state,
+                    run_settings(run.flags),
+                    run.ema,
+                    run.settings.run.keep_checkpoints,
                 )
         return finish_run(run)
     except KeyboardInterrupt:

@@ -1,6 +1,6 @@
 """The output folder of a training run: its default name, its lock, the checkpoint it resumes from, its metrics.
 
-Before a model is built or an image read, the main process takes ``run.lock`` (:mod:`structinit_hf.train.run_folder`),
+Before a model is built or an image read, the main process takes ``run.lock``,
 clears what a killed run left behind, and a resumed checkpoint's recorded settings are compared with this run's.
 Once the run is prepared, :func:`start_run_state` restores the checkpoint's state and cuts the metrics back to it
 (:mod:`structinit_hf.train.checkpoints` describes the folder).
@@ -8,7 +8,6 @@ Once the run is prepared, :func:`start_run_state` restores the checkpoint's stat
 
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import os
@@ -17,12 +16,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from accelerate import Accelerator, PartialState
 from accelerate.utils import broadcast_object_list
 from timm.utils import ModelEmaV3
 from torch import nn
 
+from .args import TrainingSettings
 from .checkpoints import (
     RunState,
     check_same_settings,
@@ -46,11 +47,9 @@ __all__ = [
 ]
 
 
-def default_output_dir(args: argparse.Namespace) -> Path:
+def default_output_dir(model: str, dataset: str) -> Path:
     """``runs/<model>-<dataset>``: the folder a run without ``--output-dir`` writes."""
-    model = Path(args.model.removeprefix("hf-hub:")).name or "model"
-    dataset = Path(args.dataset).name or "dataset"
-    return Path("runs") / f"{model}-{dataset}"
+    return Path("runs") / f"{Path(model.removeprefix('hf-hub:')).name or 'model'}-{Path(dataset).name or 'dataset'}"
 
 
 def lock_run_folder(output_dir: Path, processes: PartialState) -> RunLock | None:
@@ -78,29 +77,31 @@ def _started_accumulation(checkpoint: Path | None) -> int | None:
 
 
 def open_run_folder(
-    args: argparse.Namespace, accelerator: Accelerator, output_dir: Path, mixed_precision: str
-) -> tuple[Path | None, str | None]:
+    settings: TrainingSettings, accelerator: Accelerator, output_dir: Path, mixed_precision: str
+) -> tuple[Path | None, int | None, str | None]:
     """Clear what a killed run left in ``output_dir`` and find the checkpoint ``--resume`` names, refusing one whose
-    settings differ from this run's.
+    settings differ from this run's (trained at ``mixed_precision``).
 
-    A resumed run keeps the ``--grad-accum`` it was started with (``args.grad_accum`` is set to it). Returns the
-    checkpoint (``None``: a fresh start) and where the accumulation comes from: ``"flag"``, ``"checkpoint"``, or
-    ``None`` when it is left to fit the memory.
+    A resumed run keeps the ``--grad-accum`` it was started with. Returns the checkpoint (``None``: a fresh start),
+    the gradient accumulation to train with (``None``: left to fit the memory) and where it comes from: ``"flag"``,
+    ``"checkpoint"``, or ``None``.
     """
-    accumulation_from = "flag" if args.grad_accum is not None else None
+    grad_accum = settings.recipe.grad_accum
+    accumulation_from = "flag" if grad_accum is not None else None
     if accelerator.is_main_process:
         clean_leftovers(output_dir)
     accelerator.wait_for_everyone()
-    checkpoint = resume_point(output_dir, args.resume)
-    if args.grad_accum is None and _started_accumulation(checkpoint) is not None:
-        args.grad_accum, accumulation_from = _started_accumulation(checkpoint), "checkpoint"
+    checkpoint = resume_point(output_dir, settings.run.resume)
+    if grad_accum is None and _started_accumulation(checkpoint) is not None:
+        grad_accum, accumulation_from = _started_accumulation(checkpoint), "checkpoint"
     if checkpoint is not None:
-        check_same_settings(checkpoint, run_settings(args, mixed_precision))
-    return checkpoint, accumulation_from
+        flags = settings.flags(mixed_precision=mixed_precision, grad_accum=grad_accum)
+        check_same_settings(checkpoint, run_settings(flags))
+    return checkpoint, grad_accum, accumulation_from
 
 
 def start_run_state(
-    args: argparse.Namespace,
+    flags: dict[str, Any],
     accelerator: Accelerator,
     output_dir: Path,
     checkpoint: Path | None,
@@ -118,7 +119,7 @@ def start_run_state(
         reset_metrics(output_dir, state.epoch)
     accelerator.init_trackers(
         output_dir.name,
-        config={k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in vars(args).items()},
+        config={k: v if isinstance(v, int | float | str | bool) else str(v) for k, v in flags.items()},
     )
     return state
 

@@ -4,12 +4,12 @@ Device defaults first (precision, workers, compilation), then the run folder (le
 cleaned up, the resume point found and its settings compared: :mod:`.run_folder`), then the model (built
 and validated before any image is read), then the data (every image decoded once and checked), and last
 ``accelerator.prepare`` and the restored state.  :func:`setup_run` returns it all as one :class:`Run`.
-The flags' values are checked before any of it (:mod:`.run_args`).
+The flags' values are checked before any of it (:func:`.args.check_run_args`); the settings are read, never changed:
+what the device and the memory plan decide for flags left unset is recorded beside them (:attr:`Run.flags`).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +27,8 @@ from timm.utils import ModelEmaV3
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from .args import check_run_args
-from .checkpoints import RunState, run_settings
+from .args import DataSettings, ModelSettings, Recipe, Speed, TrainingSettings, check_run_args
+from .checkpoints import RunState
 from .data import ImageClassificationData, ensure_hub_reachable, find_columns, load_image_classification
 from .dataloaders import eval_dataloader, train_dataloader
 from .errors import UsageError
@@ -68,7 +68,7 @@ class DeviceDefaults:
 
 
 def device_defaults(
-    args: argparse.Namespace, device: torch.device, local_processes: int = 1, env: dict[str, str] | None = None
+    speed: Speed, device: torch.device, local_processes: int = 1, env: dict[str, str] | None = None
 ) -> DeviceDefaults:
     """Resolve ``--mixed-precision``, ``--workers`` and ``--compile`` for ``device``; explicit flags win.
 
@@ -80,7 +80,7 @@ def device_defaults(
     """
     env = os.environ if env is None else env
     cuda = device.type == "cuda"
-    precision = args.mixed_precision
+    precision = speed.mixed_precision
     if precision is None:
         configured = env.get("ACCELERATE_MIXED_PRECISION", "no")
         if configured != "no":
@@ -90,15 +90,15 @@ def device_defaults(
         else:
             precision = "no"
     if precision == "fp16" and device.type == "cpu":
-        source = "--mixed-precision" if args.mixed_precision else "the accelerate config's mixed_precision"
+        source = "--mixed-precision" if speed.mixed_precision else "the accelerate config's mixed_precision"
         raise UsageError(
             f"{source} fp16: not on a CPU (accelerate trains it in fp32 there, silently); allowed on CPU: bf16 or no"
         )
-    workers = args.workers
+    workers = speed.workers
     if workers is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         workers = max(1, min(16, cpus // local_processes - 1)) if cuda else 0
-    compile_model = cuda if args.compile is None else args.compile
+    compile_model = cuda if speed.compile is None else speed.compile
     if env.get("ACCELERATE_DYNAMO_BACKEND", "no").lower() != "no":
         compile_model = False  # accelerate compiles the model in prepare()
     return DeviceDefaults(precision, workers, pin_memory=cuda, compile=compile_model)
@@ -108,10 +108,10 @@ def device_defaults(
 class Run:
     """One training run: its accelerator, model, data, optimizer and where it is."""
 
-    args: argparse.Namespace
+    settings: TrainingSettings
+    flags: dict[str, Any]  # every flag as recorded: the precision and accumulation the run resolved included
     accelerator: Accelerator
     output_dir: Path
-    settings: dict[str, Any]
     data: ImageClassificationData
     init: dict[str, Any]
     fine_tuned_from: dict[str, Any] | None  # what loading a checkpoint changed; None for a model built fresh
@@ -135,74 +135,75 @@ class Run:
         return self.ema.module if self.ema is not None else self.forward
 
 
-def known_label_names(args: argparse.Namespace) -> list[str] | None:
+def known_label_names(data: DataSettings) -> list[str] | None:
     """The class names as the dataset's metadata records them (no image read), or ``None`` if it does not."""
-    path = Path(args.dataset).expanduser()
-    if not path.exists() and not args.dataset.startswith((".", "/", "~")):
-        ensure_hub_reachable(args.dataset)  # an unreachable Hub fails at once, as loading it would
+    path = Path(data.dataset).expanduser()
+    if not path.exists() and not data.dataset.startswith((".", "/", "~")):
+        ensure_hub_reachable(data.dataset)  # an unreachable Hub fails at once, as loading it would
     try:
         if path.is_dir() and any((path / name).is_file() for name in ("dataset_dict.json", "state.json")):
             loaded = datasets.load_from_disk(str(path))  # memory-mapped: nothing decoded
-            split = loaded[args.train_split] if isinstance(loaded, datasets.DatasetDict) else loaded
+            split = loaded[data.train_split] if isinstance(loaded, datasets.DatasetDict) else loaded
             features = split.features
         else:
-            source = str(path) if path.is_dir() else args.dataset
-            features = datasets.load_dataset_builder(source, name=args.dataset_config).info.features
-        _, label = find_columns(features, args.image_column, args.label_column)
+            source = str(path) if path.is_dir() else data.dataset
+            features = datasets.load_dataset_builder(source, name=data.dataset_config).info.features
+        _, label = find_columns(features, data.image_column, data.label_column)
     except Exception:  # noqa: BLE001  no usable metadata: the labels come from the loaded dataset instead
         return None
     feature = features[label]
     return list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
 
 
-def build_model(args: argparse.Namespace, label_names: list[str]) -> LoadedModel:
-    """``args.model`` with a head for ``label_names`` (an unknown keyword is a user error naming the nearest)."""
+def build_model(model: ModelSettings, label_names: list[str]) -> LoadedModel:
+    """``--model`` with a head for ``label_names`` (an unknown keyword is a user error naming the nearest)."""
     return load_model(
-        args.model,
+        model.model,
         num_classes=len(label_names),
         label_names=label_names,
-        model_kwargs=args.model_kwargs,
-        trust_remote_code=args.trust_remote_code,
+        model_kwargs=model.model_kwargs,
+        trust_remote_code=model.trust_remote_code,
     )
 
 
-def _schedule(args: argparse.Namespace, optimizer: torch.optim.Optimizer, train_rows: int, say) -> CosineLRScheduler:
-    steps_per_epoch = train_rows // args.batch_size
-    total_steps = steps_per_epoch * args.epochs
-    if args.warmup_epochs >= args.epochs:
-        say(f"warning: --warmup-epochs {args.warmup_epochs:g} >= --epochs {args.epochs}: the lr never decays")
+def _schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, train_rows: int, say) -> CosineLRScheduler:
+    steps_per_epoch = train_rows // recipe.batch_size
+    total_steps = steps_per_epoch * recipe.epochs
+    if recipe.warmup_epochs >= recipe.epochs:
+        say(f"warning: --warmup-epochs {recipe.warmup_epochs:g} >= --epochs {recipe.epochs}: the lr never decays")
     return CosineLRScheduler(
         optimizer,
         t_initial=total_steps,
-        lr_min=args.min_lr,
-        warmup_t=min(round(args.warmup_epochs * steps_per_epoch), total_steps),
-        warmup_lr_init=args.warmup_lr,
+        lr_min=recipe.min_lr,
+        warmup_t=min(round(recipe.warmup_epochs * steps_per_epoch), total_steps),
+        warmup_lr_init=recipe.warmup_lr,
         t_in_epochs=False,
     )
 
 
 def _plan_memory(
-    args: argparse.Namespace,
+    recipe: Recipe,
     accelerator: Accelerator,
     model: nn.Module,
     input_size: tuple[int, ...],
     local_processes: int,
+    grad_accum: int | None,
     accumulation_from: str | None,
 ) -> MemoryPlan:
     """The micro-batch of each process: the largest whose estimated peak fits the memory this process may use
-    (the machine's available memory shared among its processes), unless ``args.grad_accum`` fixes it; refuse, in
-    one line and before the first step, a run that cannot fit."""
+    (the machine's available memory shared among its processes), unless ``grad_accum`` (the flag's, or the resumed
+    run's) fixes it; refuse, in one line and before the first step, a run that cannot fit."""
     device = accelerator.device
-    per_process = args.batch_size // accelerator.num_processes
+    per_process = recipe.batch_size // accelerator.num_processes
     available = available_memory_bytes(device)
     if available is not None and device.type != "cuda":
         available //= local_processes
     parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    states = 3 + (1 if args.model_ema else 0)  # gradients, two AdamW moments, the EMA copy
+    states = 3 + (1 if recipe.model_ema else 0)  # gradients, two AdamW moments, the EMA copy
     base = process_memory_bytes(device) + states * parameter_bytes
     per_image = round(saved_bytes_per_image(model, input_size, device, accelerator.autocast) * STEP_OVERHEAD)
-    even = bool(args.mixup or args.cutmix)
-    plan = fit_micro_batch(per_process, base, per_image, available, args.grad_accum, even)
+    even = bool(recipe.mixup or recipe.cutmix)
+    plan = fit_micro_batch(per_process, base, per_image, available, grad_accum, even)
     if accelerator.num_processes > 1:  # every process must step together: the largest accumulation any needs
         accumulation = max(gather_object([plan.grad_accum]))
         plan = fit_micro_batch(per_process, base, per_image, available, accumulation, even)
@@ -216,23 +217,23 @@ def _plan_memory(
             "checkpoint": f"the run was started with --grad-accum {plan.grad_accum}; free memory to resume it",
         }.get(accumulation_from, "even the smallest micro-batch does not fit: free memory or train a smaller model")
         raise UsageError(
-            f"--batch-size {args.batch_size} does not fit in memory: as micro-batch {plan.micro_batch} x "
+            f"--batch-size {recipe.batch_size} does not fit in memory: as micro-batch {plan.micro_batch} x "
             f"{plan.grad_accum} accumulation x {accelerator.num_processes} process(es) it has an {plan.describe()} "
             f"(a run plans on {HEADROOM:.0%} of it); {advice}"
         )
     return plan
 
 
-def setup_run(args: argparse.Namespace) -> Run:
+def setup_run(settings: TrainingSettings) -> Run:
     """Device defaults, run folder, model, data, optimizer and schedule, prepared, restored when resuming."""
     processes = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))  # as Accelerator will start it
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", processes.num_processes))
-    check_run_args(args, processes.num_processes)
-    defaults = device_defaults(args, processes.device, local_processes)
-    output_dir = Path(args.output_dir) if args.output_dir is not None else default_output_dir(args)
+    check_run_args(settings, processes.num_processes)
+    defaults = device_defaults(settings.speed, processes.device, local_processes)
+    output_dir = settings.run.output_dir or default_output_dir(settings.model.model, settings.data.dataset)
     lock = lock_run_folder(output_dir, processes)
     try:
-        return _setup_locked_run(args, defaults, output_dir, lock, local_processes)
+        return _setup_locked_run(settings, defaults, output_dir, lock, local_processes)
     except BaseException:
         if lock is not None:
             lock.release()
@@ -240,49 +241,54 @@ def setup_run(args: argparse.Namespace) -> Run:
 
 
 def _setup_locked_run(
-    args: argparse.Namespace, defaults: DeviceDefaults, output_dir: Path, lock: RunLock | None, local_processes: int
+    settings: TrainingSettings, defaults: DeviceDefaults, output_dir: Path, lock: RunLock | None, local_processes: int
 ) -> Run:
     """:func:`setup_run` once the run folder is this run's."""
+    recipe, speed = settings.recipe, settings.speed
     accelerator = Accelerator(
-        gradient_accumulation_steps=args.grad_accum or 1,  # fitted to the memory below when not given
+        gradient_accumulation_steps=recipe.grad_accum or 1,  # fitted to the memory below when not given
         mixed_precision=defaults.mixed_precision,
-        log_with=None if args.report_to == "none" else args.report_to,
+        log_with=None if settings.run.report_to == "none" else settings.run.report_to,
         project_dir=str(output_dir),
         dataloader_config=DataLoaderConfiguration(non_blocking=defaults.pin_memory),  # copies overlap compute
     )
-    args.mixed_precision = defaults.mixed_precision  # what trains is what results.json and the card record
-    checkpoint, accumulation_from = open_run_folder(args, accelerator, output_dir, defaults.mixed_precision)
-    check_model_source(args.model)
-    check_model_kwargs(args.model_kwargs, args.model)
+    checkpoint, grad_accum, accumulation_from = open_run_folder(
+        settings, accelerator, output_dir, defaults.mixed_precision
+    )
+    check_model_source(settings.model.model)
+    check_model_kwargs(settings.model.model_kwargs, settings.model.model)
 
-    (model, init, fine_tuned_from), data = _model_and_data(args, accelerator)
+    (model, init, fine_tuned_from), data = _model_and_data(settings, accelerator)
     *images, pipeline = training_datasets(
         data,
         model_data_config(model),
-        _augmentation(args),
-        pipeline=args.input_pipeline,
+        recipe.augmentation(),
+        pipeline=speed.input_pipeline,
         workers=defaults.workers,
-        skip_bad_images=args.skip_bad_images,
+        skip_bad_images=settings.data.skip_bad_images,
         log=accelerator.print,
     )
     model = model.to(accelerator.device)  # as prepare() would: the memory probe runs where training will
     input_size = tuple(model_data_config(model)["input_size"])
-    plan = _plan_memory(args, accelerator, model, input_size, local_processes, accumulation_from)
-    args.grad_accum = accelerator.gradient_accumulation_steps = plan.grad_accum
-    settings = run_settings(args, defaults.mixed_precision)
-    loaders = _dataloaders(args, defaults, plan.micro_batch, images)
+    plan = _plan_memory(recipe, accelerator, model, input_size, local_processes, grad_accum, accumulation_from)
+    accelerator.gradient_accumulation_steps = plan.grad_accum
+    # what trains is what results.json, the trackers, the resume check and the card record
+    flags = settings.flags(mixed_precision=defaults.mixed_precision, grad_accum=plan.grad_accum)
+    loaders = _dataloaders(settings, defaults, plan.micro_batch, images)
 
-    optimizer = create_optimizer_v2(model, opt=args.opt, lr=args.lr, weight_decay=args.weight_decay, eps=args.opt_eps)
+    optimizer = create_optimizer_v2(
+        model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay, eps=recipe.opt_eps
+    )
     model, optimizer, train_loader, val_loader, eval_loader = accelerator.prepare(model, optimizer, *loaders)
-    ema = ModelEmaV3(accelerator.unwrap_model(model), decay=args.model_ema_decay) if args.model_ema else None
-    scheduler = _schedule(args, optimizer, len(data.train), accelerator.print)
-    mixup, criterion = _mixup_and_criterion(args, data.num_classes)
-    state = start_run_state(args, accelerator, output_dir, checkpoint, ema, model)
-    _print_banner(args, accelerator, defaults, data, plan, pipeline, accumulation_from)
+    ema = ModelEmaV3(accelerator.unwrap_model(model), decay=recipe.model_ema_decay) if recipe.model_ema else None
+    scheduler = _schedule(recipe, optimizer, len(data.train), accelerator.print)
+    mixup, criterion = _mixup_and_criterion(recipe, data.num_classes)
+    state = start_run_state(flags, accelerator, output_dir, checkpoint, ema, model)
+    _print_banner(settings, accelerator, defaults, data, plan, pipeline, accumulation_from)
     if fine_tuned_from is not None:
         accelerator.print(describe_fine_tuning(fine_tuned_from, data.num_classes))
     return Run(
-        args=args, accelerator=accelerator, output_dir=output_dir, settings=settings, data=data, init=init,
+        settings=settings, flags=flags, accelerator=accelerator, output_dir=output_dir, data=data, init=init,
         fine_tuned_from=fine_tuned_from, model=model, forward=torch.compile(model) if defaults.compile else model,
         optimizer=optimizer, scheduler=scheduler, train_loader=train_loader, val_loader=val_loader,
         eval_loader=eval_loader, ema=ema, mixup=mixup, criterion=criterion, micro_batch=plan.micro_batch, state=state,
@@ -290,30 +296,37 @@ def _setup_locked_run(
     )  # fmt: skip
 
 
-def _model_and_data(args: argparse.Namespace, accelerator: Accelerator) -> tuple[LoadedModel, ImageClassificationData]:
-    """The model, built before any image is read when the dataset's metadata names the classes (a model that cannot
-    be built fails fast), then the data; the model is built again, from the same seed, for the data's classes when
-    the metadata had none (or others)."""
-    set_seed(args.seed)
-    label_names = known_label_names(args)
-    loaded = build_model(args, label_names) if label_names else None
+def _model_and_data(
+    settings: TrainingSettings, accelerator: Accelerator
+) -> tuple[LoadedModel, ImageClassificationData]:
+    """The model and the data, the model built once: before any image is read when the dataset's metadata names the
+    classes (a model that cannot be built fails fast), else for the classes the loaded data has."""
+    data = settings.data
+    set_seed(settings.run.seed)
+    label_names = known_label_names(data)
+    loaded = build_model(settings.model, label_names) if label_names else None
     with accelerator.main_process_first():
-        data = load_image_classification(
-            args.dataset,
-            args.dataset_config,
-            train_split=args.train_split,
-            eval_split=args.eval_split,
-            val_split=args.val_split,
-            image_column=args.image_column,
-            label_column=args.label_column,
-            max_train_samples=args.max_train_samples,
-            max_eval_samples=args.max_eval_samples,
-            seed=args.seed,
+        images = load_image_classification(
+            data.dataset,
+            data.dataset_config,
+            train_split=data.train_split,
+            eval_split=data.eval_split,
+            val_split=data.val_split,
+            image_column=data.image_column,
+            label_column=data.label_column,
+            max_train_samples=data.max_train_samples,
+            max_eval_samples=data.max_eval_samples,
+            seed=settings.run.seed,
         )
-    if data.label_names != label_names:  # the metadata had no class names (or others): build for the data's
-        set_seed(args.seed)
-        loaded = build_model(args, data.label_names)
-    return loaded, data
+    if loaded is None:
+        set_seed(settings.run.seed)
+        loaded = build_model(settings.model, images.label_names)
+    elif images.label_names != label_names:
+        raise UsageError(
+            f"--dataset {data.dataset}: its metadata names the classes {label_names} but its {data.train_split!r} "
+            f"split holds {images.label_names}; fix the dataset's features"
+        )
+    return loaded, images
 
 
 def describe_fine_tuning(fine_tuned_from: dict[str, Any], num_classes: int) -> str:
@@ -329,46 +342,35 @@ def describe_fine_tuning(fine_tuned_from: dict[str, Any], num_classes: int) -> s
     )
 
 
-def _augmentation(args: argparse.Namespace) -> dict[str, Any]:
-    """The recipe's training-only transform arguments, as timm's ``create_transform`` names them."""
-    return dict(
-        auto_augment=None if args.aa == "none" else args.aa,
-        hflip=args.hflip,
-        scale=tuple(args.scale),
-        ratio=tuple(args.ratio),
-        re_prob=args.reprob,
-    )
-
-
 def _dataloaders(
-    args: argparse.Namespace, defaults: DeviceDefaults, micro_batch: int, images: list[Dataset]
+    settings: TrainingSettings, defaults: DeviceDefaults, micro_batch: int, images: list[Dataset]
 ) -> tuple[DataLoader, DataLoader, DataLoader]:
     """The loaders of the train, validation and evaluation ``images``: micro-batches of whole global batches, then
     the per-epoch validation and the final evaluation in order."""
     train_images, val_images, eval_images = images
-    eval_batch = args.eval_batch_size or 2 * micro_batch
-    pin = defaults.pin_memory
-    train_loader = train_dataloader(train_images, micro_batch, args.batch_size, args.seed, defaults.workers, pin)
+    eval_batch = settings.speed.eval_batch_size or 2 * micro_batch
+    pin, seed = defaults.pin_memory, settings.run.seed
+    train_loader = train_dataloader(train_images, micro_batch, settings.recipe.batch_size, seed, defaults.workers, pin)
     eval_workers = min(defaults.workers, 4)  # no augmentation: a few workers keep up with a no-grad forward
     val_loader = eval_dataloader(val_images, eval_batch, eval_workers, pin, persistent=True)
     eval_loader = eval_dataloader(eval_images, eval_batch, eval_workers, pin)
     return train_loader, val_loader, eval_loader
 
 
-def _mixup_and_criterion(args: argparse.Namespace, num_classes: int) -> tuple[Mixup | None, nn.Module]:
+def _mixup_and_criterion(recipe: Recipe, num_classes: int) -> tuple[Mixup | None, nn.Module]:
     """Mixup/cutmix and their soft-target loss when either is on, else cross-entropy with label smoothing."""
     mixup = None
-    if args.mixup or args.cutmix:
+    if recipe.mixup or recipe.cutmix:
         mixup = Mixup(
-            mixup_alpha=args.mixup, cutmix_alpha=args.cutmix, label_smoothing=args.label_smoothing,
+            mixup_alpha=recipe.mixup, cutmix_alpha=recipe.cutmix, label_smoothing=recipe.label_smoothing,
             num_classes=num_classes,
         )  # fmt: skip
-    criterion = SoftTargetCrossEntropy() if mixup else nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
+    criterion = SoftTargetCrossEntropy() if mixup else nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing)
     return mixup, criterion
 
 
 def _print_banner(
-    args: argparse.Namespace,
+    settings: TrainingSettings,
     accelerator: Accelerator,
     defaults: DeviceDefaults,
     data: ImageClassificationData,
@@ -377,11 +379,12 @@ def _print_banner(
     accumulation_from: str | None,
 ) -> None:
     """The run in one line (model, data, how the batch splits, device and speed settings), then its memory plan."""
+    batch = settings.recipe.batch_size
     accelerator.print(
-        f"{args.model} on {args.dataset}: {len(data.train)} train / {len(data.validation)} val "
+        f"{settings.model.model} on {settings.data.dataset}: {len(data.train)} train / {len(data.validation)} val "
         f"[{data.validation_split}] / {len(data.evaluation)} eval [{data.evaluation_split}] images, "
         f"{data.num_classes} classes; {accelerator.num_processes} process(es) x micro-batch {plan.micro_batch} x "
-        f"{args.grad_accum} accumulation = batch {args.batch_size}; {len(data.train) // args.batch_size} "
+        f"{plan.grad_accum} accumulation = batch {batch}; {len(data.train) // batch} "
         f"steps/epoch; {accelerator.device}, precision {defaults.mixed_precision}, "
         f"{'compiled' if defaults.compile else 'eager'}, {defaults.workers} workers, {pipeline} input pipeline"
     )
