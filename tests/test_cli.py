@@ -99,7 +99,7 @@ def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
     ],
 )
 def test_benchmark_scripts_exit_2_with_one_line(tmp_path, script, argv, message):
-    """Catches a benchmark script raising past commands.run_script (status 1 and a traceback) on a missing data folder."""
+    """Catches a benchmark script raising past run_script (status 1 and a traceback) on a missing data folder."""
     command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
@@ -184,7 +184,9 @@ def test_every_training_flag_has_one_settings_field_and_the_record_keeps_them_al
     parser = training_parser()
     dests = [action.dest for action in parser._actions if action.dest != "help"]
     settings = TrainingSettings.from_args(parser.parse_args(["--scale", "0.5", "1"]))
-    fields = [f.name for group in dataclasses.fields(settings) for f in dataclasses.fields(getattr(settings, group.name))]
+    fields = [
+        f.name for group in dataclasses.fields(settings) for f in dataclasses.fields(getattr(settings, group.name))
+    ]
     assert sorted(fields) == sorted(dests) and len(set(fields)) == len(fields)
     assert settings.recipe.scale == (0.5, 1.0)  # nargs lists become tuples: a frozen group holds no list
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -194,3 +196,20 @@ def test_every_training_flag_has_one_settings_field_and_the_record_keeps_them_al
     assert settings.speed.mixed_precision is None and settings.recipe.grad_accum is None  # the settings stay as parsed
     with pytest.raises(KeyError, match="micro_batch"):
         settings.flags(micro_batch=8)
+
+
+@pytest.mark.parametrize(
+    ("model", "typo", "nearest"),
+    [
+        ("vit_tiny_impulse3", "kernal_size", "kernel_size"),  # an init option of this package's ViT
+        ("vit_tiny_patch16_224", "embed_dimm", "embed_dim"),  # timm's entrypoint annotates its class
+        ("fastvit_t8", "drop_path_rat", "drop_path_rate"),  # no annotation: the class named in timm's TypeError
+    ],
+)
+def test_an_unknown_model_keyword_names_the_nearest_one(model, typo, nearest):
+    """Catches a misspelt keyword surfacing as timm's bare TypeError (a traceback, no suggestion) for a network whose
+    keywords cannot be read off the entrypoint's annotation."""
+    from structinit_hf.train.loading import create_timm_model
+
+    with pytest.raises(UsageError, match=rf"unknown model keyword '{typo}' for {model} \(did you mean '{nearest}'\?\)"):
+        create_timm_model(model, **{typo: 0.1})

@@ -18,9 +18,9 @@ import torch
 from PIL import Image
 from tiny_runs import REPO, TINY_MODEL, run, weights
 
-from structinit_hf.train import loop, run_setup
+from structinit_hf.train import run_setup
 from structinit_hf.train.args import evaluation_parser, training_parser
-from structinit_hf.train.checkpoints import find_checkpoint
+from structinit_hf.train.checkpoints import find_checkpoint, save_final_model
 from structinit_hf.train.evaluation import run_evaluation
 from structinit_hf.train.loading import load_model
 
@@ -275,7 +275,7 @@ def test_final_folder_of_a_transformers_model_keeps_its_image_processor(tmp_path
         tmp_path / "vit"
     )
     model, *_ = load_model(str(tmp_path / "vit"))
-    loop.save_final_model(model, tmp_path / "final", ["a", "b", "c"])
+    save_final_model(model, tmp_path / "final", ["a", "b", "c"])
     processor = AutoImageProcessor.from_pretrained(tmp_path / "final")
     assert list(processor.image_mean) == [0.4] * 3 and processor.size == {"height": 16, "width": 16}
     reloaded, *_ = load_model(str(tmp_path / "final"))
@@ -286,8 +286,8 @@ def test_final_folder_of_a_plain_timm_model_loads_both_ways(tmp_path) -> None:
     from transformers import AutoModelForImageClassification
 
     model = timm.create_model("resnet10t", num_classes=3).eval()
-    loop.save_final_model(model, tmp_path / "final", ["a", "b", "c"])
-    loop.save_final_model(model, tmp_path / "final", ["a", "b", "c"])  # replaces the folder whole
+    save_final_model(model, tmp_path / "final", ["a", "b", "c"])
+    save_final_model(model, tmp_path / "final", ["a", "b", "c"])  # replaces the folder whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["final"]
     pixels = torch.randn(1, 3, 64, 64)
     with torch.no_grad():

@@ -256,11 +256,14 @@ class TrainingSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> TrainingSettings:
-        """The groups of ``training_parser().parse_args(...)`` (``nargs`` lists become tuples)."""
+        """The groups of ``training_parser().parse_args(...)``: ``nargs`` lists become tuples, ``--model-kwargs`` a
+        copy (frozen is shallow: nothing here changes that dict)."""
+
+        def value(item: Any) -> Any:
+            return tuple(item) if isinstance(item, list) else dict(item) if isinstance(item, dict) else item
 
         def group(kind: type) -> Any:
-            values = {field.name: getattr(args, field.name) for field in fields(kind)}
-            return kind(**{name: tuple(v) if isinstance(v, list) else v for name, v in values.items()})
+            return kind(**{field.name: value(getattr(args, field.name)) for field in fields(kind)})
 
         return cls(**{name: group(kind) for name, kind in _GROUPS.items()})
 

@@ -49,7 +49,7 @@ __all__ = [
     "read_trainer_state",
     "reset_metrics",
     "resume_point",
-    "run_settings",
+    "result_flags",
     "save_final_model",
     "save_timm_folder",
     "save_training_state",
@@ -170,9 +170,9 @@ def append_metrics(output_dir: Path, record: dict[str, Any]) -> None:
         handle.write(json.dumps(record) + "\n")
 
 
-def run_settings(flags: dict[str, Any]) -> dict[str, Any]:
-    """The recorded ``flags`` (:meth:`~structinit_hf.train.args.TrainingSettings.flags`) that decide a run's result:
-    what a resumed run must keep."""
+def result_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    """Those of the recorded ``flags`` (:meth:`~structinit_hf.train.args.TrainingSettings.flags`) that decide a run's
+    result: what a resumed run must keep (``trainer_state.json``'s ``settings``)."""
     return {key: value for key, value in flags.items() if key not in RESULT_NEUTRAL_FLAGS}
 
 

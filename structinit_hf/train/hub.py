@@ -1,9 +1,10 @@
 """Publish a trained run on the Hugging Face Hub: stage the exact repo folder, then one ``upload_folder`` commit.
 
-The repo folder is the run's ``final/`` checkpoint (the :func:`~structinit_hf.models.export.save_checkpoint` folder that
-loads with timm and with transformers), plus the model card (``README.md``, see :mod:`structinit_hf.train.cards`), the
-run's ``results.json`` and, when the run drew one, its picture of the initial attention maps. It is staged in a
-temporary folder, so a failed or dry run leaves nothing behind and the run folder is only read.
+The repo folder is the run's ``final/`` checkpoint (the :func:`~structinit_hf.models.timm_wrapper.save_checkpoint`
+folder that loads with timm and with transformers), plus the model card (``README.md``, see
+:mod:`structinit_hf.train.cards`), the run's ``results.json`` and, when the run drew one, its picture of the initial
+attention maps. It is staged in a temporary folder, so a failed or dry run leaves nothing behind and the run folder is
+only read.
 
 Authentication and endpoint are huggingface_hub's own: ``HF_TOKEN`` (or a saved login) and ``HF_ENDPOINT``. The token
 is never passed around, printed or written (huggingface_hub puts it in the request headers); it is only read to refuse

@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import re
+import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -157,10 +158,22 @@ def _network_class(model: str) -> type | None:
     return network if isinstance(network, type) else None
 
 
-def _builder_keywords(model: str) -> list[str] | None:
-    """The keywords ``timm.create_model(model, ...)`` accepts: its network's, ``create_model``'s own, and for this
-    package's ViTs the init options; ``None`` when ``model`` is not a timm name."""
-    network = _network_class(model)
+def _class_named_in(error: TypeError) -> type | None:
+    """The model class whose ``__init__`` refused a keyword (``"EfficientVit.__init__() got an unexpected keyword
+    argument ..."``), found among the loaded timm model modules and this package's; ``None`` if none matches."""
+    named = re.match(r"(\w+)\.__init__\(\)", str(error))
+    if named is None:
+        return None
+    modules = [m for name, m in list(sys.modules.items()) if name.startswith(("timm.models.", "structinit_hf.models."))]
+    found = (getattr(module, named.group(1), None) for module in modules)
+    return next((klass for klass in found if isinstance(klass, type) and issubclass(klass, nn.Module)), None)
+
+
+def _builder_keywords(model: str, error: TypeError) -> list[str] | None:
+    """The keywords ``timm.create_model(model, ...)`` accepts: its network's (annotated on the entrypoint, else named
+    by the ``error`` its ``__init__`` raised), ``create_model``'s own, and for this package's ViTs the init options;
+    ``None`` when the network is not known."""
+    network = _network_class(model) or _class_named_in(error)
     if network is None:
         return None
     names = set(inspect.signature(network).parameters) | set(inspect.signature(timm.create_model).parameters)
@@ -175,7 +188,7 @@ def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
         return timm.create_model(source, **kwargs)
     except TypeError as error:
         unknown = re.search(r"unexpected keyword argument '(\w+)'", str(error))
-        allowed = _builder_keywords(source) if unknown else None
+        allowed = _builder_keywords(source, error) if unknown else None
         if not allowed:
             raise
         name = unknown.group(1)

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from ..atomic import write_json
 from .args import TrainingSettings
-from .checkpoints import append_metrics, complete_checkpoints, run_settings, save_final_model, save_training_state
+from .checkpoints import append_metrics, complete_checkpoints, result_flags, save_final_model, save_training_state
 from .evaluation import evaluate, peak_gpu_memory_mb, results_record
 from .run_setup import Run, setup_run
 
@@ -234,7 +234,7 @@ def train(args: argparse.Namespace, on_epoch: Callable[[dict[str, Any]], None] |
                     run.accelerator,
                     run.output_dir,
                     run.state,
-                    run_settings(run.flags),
+                    result_flags(run.flags),
                     run.ema,
                     run.settings.run.keep_checkpoints,
                 )

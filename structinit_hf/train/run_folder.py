@@ -31,8 +31,8 @@ from .checkpoints import (
     load_training_state,
     read_trainer_state,
     reset_metrics,
+    result_flags,
     resume_point,
-    run_settings,
 )
 from .errors import UsageError
 
@@ -49,7 +49,9 @@ __all__ = [
 
 def default_output_dir(model: str, dataset: str) -> Path:
     """``runs/<model>-<dataset>``: the folder a run without ``--output-dir`` writes."""
-    return Path("runs") / f"{Path(model.removeprefix('hf-hub:')).name or 'model'}-{Path(dataset).name or 'dataset'}"
+    model_name = Path(model.removeprefix("hf-hub:")).name or "model"
+    dataset_name = Path(dataset).name or "dataset"
+    return Path("runs") / f"{model_name}-{dataset_name}"
 
 
 def lock_run_folder(output_dir: Path, processes: PartialState) -> RunLock | None:
@@ -96,7 +98,7 @@ def open_run_folder(
         grad_accum, accumulation_from = _started_accumulation(checkpoint), "checkpoint"
     if checkpoint is not None:
         flags = settings.flags(mixed_precision=mixed_precision, grad_accum=grad_accum)
-        check_same_settings(checkpoint, run_settings(flags))
+        check_same_settings(checkpoint, result_flags(flags))
     return checkpoint, grad_accum, accumulation_from
 
 

@@ -230,7 +230,10 @@ def setup_run(settings: TrainingSettings) -> Run:
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", processes.num_processes))
     check_run_args(settings, processes.num_processes)
     defaults = device_defaults(settings.speed, processes.device, local_processes)
-    output_dir = settings.run.output_dir or default_output_dir(settings.model.model, settings.data.dataset)
+    output_dir = settings.run.output_dir
+    output_dir = (
+        Path(output_dir) if output_dir is not None else default_output_dir(settings.model.model, settings.data.dataset)
+    )
     lock = lock_run_folder(output_dir, processes)
     try:
         return _setup_locked_run(settings, defaults, output_dir, lock, local_processes)
@@ -301,32 +304,32 @@ def _model_and_data(
 ) -> tuple[LoadedModel, ImageClassificationData]:
     """The model and the data, the model built once: before any image is read when the dataset's metadata names the
     classes (a model that cannot be built fails fast), else for the classes the loaded data has."""
-    data = settings.data
-    set_seed(settings.run.seed)
-    label_names = known_label_names(data)
+    source, seed = settings.data, settings.run.seed
+    set_seed(seed)
+    label_names = known_label_names(source)
     loaded = build_model(settings.model, label_names) if label_names else None
     with accelerator.main_process_first():
-        images = load_image_classification(
-            data.dataset,
-            data.dataset_config,
-            train_split=data.train_split,
-            eval_split=data.eval_split,
-            val_split=data.val_split,
-            image_column=data.image_column,
-            label_column=data.label_column,
-            max_train_samples=data.max_train_samples,
-            max_eval_samples=data.max_eval_samples,
-            seed=settings.run.seed,
+        data = load_image_classification(
+            source.dataset,
+            source.dataset_config,
+            train_split=source.train_split,
+            eval_split=source.eval_split,
+            val_split=source.val_split,
+            image_column=source.image_column,
+            label_column=source.label_column,
+            max_train_samples=source.max_train_samples,
+            max_eval_samples=source.max_eval_samples,
+            seed=seed,
         )
     if loaded is None:
-        set_seed(settings.run.seed)
-        loaded = build_model(settings.model, images.label_names)
-    elif images.label_names != label_names:
+        set_seed(seed)
+        loaded = build_model(settings.model, data.label_names)
+    elif data.label_names != label_names:
         raise UsageError(
-            f"--dataset {data.dataset}: its metadata names the classes {label_names} but its {data.train_split!r} "
-            f"split holds {images.label_names}; fix the dataset's features"
+            f"--dataset {source.dataset}: its metadata names the classes {label_names} but its "
+            f"{source.train_split!r} split holds {data.label_names}; fix the dataset's features"
         )
-    return loaded, images
+    return loaded, data
 
 
 def describe_fine_tuning(fine_tuned_from: dict[str, Any], num_classes: int) -> str:
