@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Time `structinit-hf compare` with its defaults (the CPU proxy at 2,500 images of the embedded CIFAR-10 sample) as a
-# whole process, and keep what it printed: benchmarks/compare/{output.md,time.txt}. Run it on an otherwise idle
-# machine, from the repository root.
+# whole process, and keep what it printed: <out>/{output.md,time.txt} (default out: benchmarks/compare). Run it on an
+# otherwise idle machine, from the repository root: bash scripts/benchmark_compare.sh [out]
 set -euo pipefail
-out=benchmarks/compare
+out=${1:-benchmarks/compare}
 mkdir -p "$out"
 runs=$(mktemp -d)
 /usr/bin/time -f "wall %e s, user %U s, system %S s, peak RSS %M KB" -o "$out/time.txt" \
