@@ -9,7 +9,6 @@ and key weights ``Q_h, K_h`` (``D x d_h``) are solved so that, on a positional p
     softmax(X Q_h K_h^T X^T / sqrt(d_h))  ~  H_h                                      (paper eq. 5)
 
 This module has no timm or transformers import: the adapters in :mod:`structinit_hf.init.apply` call it.
-:func:`solve_qk` and :data:`SOLVERS` are re-exported from :mod:`structinit_hf.init.solvers`.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ __all__ = [
     "sincos_2d",
     "target_fidelity",
     "validate_kernel_size",
+    "validate_shift_order",
 ]
 
 PSEUDO_INPUTS = ("sincos", "uniform", "gaussian", "sincos+uniform", "sincos+gaussian", "learned")
@@ -69,6 +69,15 @@ def validate_kernel_size(kernel_size: int, grid_size: int | Sequence[int] | None
         )
 
 
+def validate_shift_order(order: str, kernel_size: int) -> None:
+    """Raise ``ValueError`` unless ``order`` is one of :data:`SHIFT_ORDERS` and fits ``kernel_size`` (the authors'
+    ``centre-first`` order lists the cells of a 3x3 window)."""
+    if order not in SHIFT_ORDERS:
+        raise ValueError(f"unknown shift order {order!r}; expected one of {', '.join(SHIFT_ORDERS)}")
+    if order == "centre-first" and kernel_size != 3:
+        raise ValueError(f"shift order 'centre-first' is defined for kernel_size 3 only, got {kernel_size}")
+
+
 def impulse_shifts(
     num_heads: int,
     kernel_size: int,
@@ -85,12 +94,9 @@ def impulse_shifts(
     """
     if num_heads < 1:
         raise ValueError(f"num_heads must be >= 1, got {num_heads}")
-    if order not in SHIFT_ORDERS:
-        raise ValueError(f"unknown shift order {order!r}; expected one of {', '.join(SHIFT_ORDERS)}")
+    validate_shift_order(order, kernel_size)
     validate_kernel_size(kernel_size, grid_size)
     if order == "centre-first":
-        if kernel_size != 3:
-            raise ValueError(f"shift order 'centre-first' is defined for kernel_size 3 only, got {kernel_size}")
         index = torch.tensor([CENTRE_FIRST_CELLS[head % 9] for head in range(num_heads)])
     else:
         index = torch.randint(0, kernel_size * kernel_size, (num_heads,), generator=seeded_generator(seed))

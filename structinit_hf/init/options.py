@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS, validate_kernel_size
+from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS, validate_kernel_size, validate_shift_order
 from .solvers import SOLVERS
 
 __all__ = [
@@ -105,7 +105,7 @@ class ImpulseOptions:
         solver: ``"svd"`` (closed form, default), ``"adam"`` (v1's 10,000-step recipe), ``"pinv"`` (v2's
             closed form) or ``"shift"`` (mimetic init's form and scale, its identity pointed at the impulse;
             pair it with ``suppress_content=False, value_init="mimetic"``); see
-            :func:`~structinit_hf.init.impulse.solve_qk`.
+            :func:`~structinit_hf.init.solvers.solve_qk`.
         per_layer: solve each block anew (fresh shifts for random order) instead of copying one solution.
         suppress_content: confine Q/K to directions the patch embedding (and prefix tokens) cannot
             reach at init, so image content does not wash out the pattern on real images.
@@ -174,8 +174,7 @@ class ImpulseOptions:
         if self.sharpness is None and self.solver == "svd" and not self.qk_frobenius:
             raise ValueError("solver 'svd' needs a sharpness in (0, 1) or a qk_frobenius > 0")
         validate_kernel_size(self.kernel_size)
-        if self.shift_order == "centre-first" and self.kernel_size != 3:
-            raise ValueError(f"shift_order 'centre-first' needs kernel_size 3, got {self.kernel_size}")
+        validate_shift_order(self.shift_order, self.kernel_size)
 
 
 IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # preset, kernel_size, seed, pseudo_input, ...

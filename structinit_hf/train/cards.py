@@ -81,7 +81,7 @@ def read_results(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{path} must hold a JSON object, got {type(results).__name__}")
     missing = [name for name in RESULTS_FIELDS if name not in results]
     if missing:
-        raise ValueError(f"{path} lacks the field(s) {', '.join(missing)} (see results.json in the README)")
+        raise ValueError(f"{path} lacks the field(s) {', '.join(missing)} (see results.json in docs/training.md)")
     for name, kind in RESULTS_FIELDS.items():
         value = results[name]
         if isinstance(value, bool) or not isinstance(value, kind):
