@@ -50,6 +50,11 @@ __all__ = ["MODES", "measure_throughput", "throughput_parser"]
 MODES = {"fp32": ("no", False), "bf16": ("bf16", False), "bf16_compiled": ("bf16", True), "fp32_compiled": ("no", True)}
 
 
+def _train_defaults() -> TrainingSettings:
+    """The settings of ``scripts/train.py`` with no flag given."""
+    return TrainingSettings.from_args(training_parser().parse_args([]))
+
+
 def script_arm(args: argparse.Namespace, mode: str) -> float:
     precision, compiled = MODES[mode]
     with tempfile.TemporaryDirectory() as out:
@@ -105,10 +110,7 @@ def input_pipeline(args: argparse.Namespace, pipeline: str, workers: int) -> flo
     """Augmented training images per second out of the training DataLoader alone (one epoch after a warm-up)."""
     data = load_image_classification(args.data, val_split=0.0, max_eval_samples=1)
     model = load_model(args.model, num_classes=data.num_classes, model_kwargs=args.model_kwargs).model
-    augmentation = {
-        **TrainingSettings.from_args(training_parser().parse_args([])).recipe.augmentation(),
-        "re_prob": 0.0,
-    }
+    augmentation = {**_train_defaults().recipe.augmentation(), "re_prob": 0.0}
     images = training_datasets(data, model_data_config(model), augmentation, pipeline=pipeline, workers=workers)[0]
     loader = train_dataloader(images, args.batch_size, args.batch_size, seed=0, workers=workers)
     for epoch in range(2):
@@ -145,8 +147,7 @@ def measure_throughput(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)  # on a shared CPU, more threads than free cores stall each other
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     modes = args.modes or (["fp32", "bf16", "bf16_compiled"] if device.type == "cuda" else ["fp32"])
-    speed = TrainingSettings.from_args(training_parser().parse_args([])).speed
-    workers = args.workers if args.workers is not None else device_defaults(speed, device).workers
+    workers = args.workers if args.workers is not None else device_defaults(_train_defaults().speed, device).workers
     arms = {}
     for mode in modes:  # neighbours are the pairs compared
         arms[f"bare/{mode}"] = lambda mode=mode: bare_arm(args, mode, device)

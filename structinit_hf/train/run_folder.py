@@ -94,8 +94,9 @@ def open_run_folder(
         clean_leftovers(output_dir)
     accelerator.wait_for_everyone()
     checkpoint = resume_point(output_dir, settings.run.resume)
-    if grad_accum is None and _started_accumulation(checkpoint) is not None:
-        grad_accum, accumulation_from = _started_accumulation(checkpoint), "checkpoint"
+    started = _started_accumulation(checkpoint)
+    if grad_accum is None and started is not None:
+        grad_accum, accumulation_from = started, "checkpoint"
     if checkpoint is not None:
         flags = settings.flags(mixed_precision=mixed_precision, grad_accum=grad_accum)
         check_same_settings(checkpoint, result_flags(flags))
