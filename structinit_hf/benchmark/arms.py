@@ -10,6 +10,8 @@ Profiles:
   cut) is the same with ``train.py``'s eps 1e-3.
 * ``cpu-proxy-n2500``, ``-n5000`` (and its ``-randaug`` and ``-mixcut`` augmentations) and ``-n2500-long``: the
   small-data campaign's profiles, ``cpu-proxy`` on fewer training images or for longer.
+* ``cpu-proxy-n2500-w96``, ``-n2500-w192``, ``-n5000-w192``: the campaign's width axis, its profiles at width 96
+  or 192 (3 heads).
 * ``cifar10``: the paper's architecture on full CIFAR-10 for 20 epochs, for one GPU.
 * ``paper``: the paper's setting (ViT-Tiny, patch 2, 12 blocks, 200 epochs, batch 512 and the rest of
   ``train.py``'s default recipe) on CIFAR-10, CIFAR-100 or SVHN from the Hub, for GPUs.
@@ -395,6 +397,22 @@ PROFILES["cpu-proxy-n2500-long"] = replace(
     "warm-up epoch, then cosine over the 50. Only the epoch count differs from cpu-proxy-n2500: the campaign's "
     "10-against-50-epoch comparison (issue 20).",
 )
+
+
+def _wider(parent: str, width: int) -> Profile:
+    """``parent`` at another width (``embed_dim``), still 3 heads: head dimension ``width // 3``."""
+    base = PROFILES[parent]
+    return replace(
+        base,
+        name=f"{parent}-w{width}",
+        architecture={**base.architecture, "embed_dim": width},
+        notes=f"{parent} at width {width} (3 heads of {width // 3}); only the width differs. The campaign's width "
+        "axis: head dimension 16 (width 48) -> 32 -> 64, the paper's ViT-Tiny head.",
+    )
+
+
+for _parent, _width in (("cpu-proxy-n2500", 96), ("cpu-proxy-n2500", 192), ("cpu-proxy-n5000", 192)):
+    PROFILES[f"{_parent}-w{_width}"] = _wider(_parent, _width)
 
 
 CONVIT_GPSA_SHARE = 10 / 12  # ConViT-Tiny: 10 of its 12 blocks are GPSA; kept when the depth changes
