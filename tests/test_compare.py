@@ -59,12 +59,6 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
     assert len(errors) == 1 and errors[0].startswith("error: ") and message in errors[0], errors
 
 
-def test_an_existing_output_folder_is_never_reused(tmp_path, capsys):
-    (tmp_path / "old.txt").write_text("kept")
-    assert main(["compare", "--output-dir", str(tmp_path)]) == 2
-    assert "not empty" in capsys.readouterr().err and (tmp_path / "old.txt").read_text() == "kept"
-
-
 def test_python_m_lists_the_commands_and_setup_declares_the_console_script():
     done = subprocess.run(
         [sys.executable, "-m", "structinit_hf", "--help"], capture_output=True, text=True, timeout=120

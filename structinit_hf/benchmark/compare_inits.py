@@ -26,10 +26,12 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
-from ..train.args import KeyValueAction, training_parser
+from ..train.args import KeyValueAction, TrainingSettings, training_parser
+from ..train.checkpoints import result_flags
 from ..train.data import SAMPLE_DATASETS, VALIDATION_SPLITS, dataset_source, load_raw_dataset
 from ..train.errors import UsageError
 from ..train.loop import train
+from ..train.run_folder import LOCK_FILE, acquire_run_lock
 from .arms import ALL_ARMS, PROFILES, BenchmarkDataset, Profile, select_arms
 from .campaign import LABELS, compare
 from .report import aggregate_runs, write_outputs
@@ -90,8 +92,38 @@ def _check(args: argparse.Namespace) -> None:
     bad = [seed for seed in args.seeds if seed < 0]
     if bad:
         raise UsageError(f"--seeds {bad[0]}: out of range; allowed: integers >= 0")
-    if args.output_dir is not None and args.output_dir.exists() and any(args.output_dir.iterdir()):
-        raise UsageError(f"--output-dir {args.output_dir}: not empty; every comparison writes a new folder")
+    if args.output_dir is not None and args.output_dir.is_dir():
+        foreign = sorted(path.name for path in args.output_dir.iterdir() if not _comparison_entry(path))
+        if foreign:
+            raise UsageError(
+                f"--output-dir {args.output_dir}: holds {', '.join(foreign[:3])}, not a comparison's files; pass an "
+                "empty or new folder, or a comparison's folder to resume it"
+            )
+
+
+# what a comparison's folder holds: its outputs, its lock, and one run folder per (arm, seed)
+COMPARISON_FILES = ("results.json", "results.md", "curves.png", "compare.md", LOCK_FILE)
+
+
+def _comparison_entry(path: Path) -> bool:
+    if path.is_dir():
+        arm, _, seed = path.name.rpartition("-seed")
+        return arm in ALL_ARMS and seed.isdigit()
+    return path.name in COMPARISON_FILES or path.name.startswith(".")  # atomic writes' temporaries
+
+
+def _changed_flags(run_dir: Path, argv: list[str]) -> str:
+    """The flags a finished run was trained with that this command would change, as ``--flag old (now new)``;
+    empty when it is the run this comparison would train."""
+    recorded = json.loads((run_dir / RUN_RESULTS).read_text())["args"]
+    wanted = result_flags(TrainingSettings.from_args(training_parser().parse_args(argv)).flags())
+    resolved = ("mixed_precision", "grad_accum")  # decided by the device and memory when left out
+    changed = [
+        key
+        for key, value in wanted.items()
+        if key != "output_dir" and recorded.get(key) != value and not (key in resolved and value is None)
+    ]
+    return ", ".join(f"--{key.replace('_', '-')} {recorded.get(key)} (now {wanted[key]})" for key in changed)
 
 
 def _profile(args: argparse.Namespace) -> Profile:
@@ -154,14 +186,40 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
     out_dir = args.output_dir or Path("runs") / f"compare-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     spec = profile.datasets["data"]
     runs = [(arm, seed, out_dir / f"{arm.name}-seed{seed}") for seed in args.seeds for arm in arms]
+    argvs = {
+        run_dir: [*train_argv(profile, arm, seed, spec, run_dir), "--resume", "latest"] for arm, seed, run_dir in runs
+    }
+    finished = [run_dir for _, _, run_dir in runs if (run_dir / RUN_RESULTS).is_file()]
+    for run_dir in finished:  # a finished run is reused only if it is the run this command trains
+        changed = _changed_flags(run_dir, argvs[run_dir])
+        if changed:
+            raise UsageError(
+                f"--output-dir {out_dir}: its finished run {run_dir.name} was trained with {changed}; rerun with its "
+                "settings to resume the comparison, or pass another --output-dir"
+            )
+    lock = acquire_run_lock(out_dir)  # one comparison at a time in a folder; a dead holder's lock is taken over
+    print(
+        f"{out_dir}: {len(finished)} of {len(runs)} runs already finished; if stopped, rerun "
+        f"`{_command(args, out_dir)}` to resume",
+        file=sys.stderr,
+    )
     start = time.perf_counter()
-    with tqdm(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True) as progress:
-        for arm, seed, run_dir in runs:
-            progress.set_description(f"{arm.name} seed {seed}")
-            run_dir.mkdir(parents=True)
-            argv = train_argv(profile, arm, seed, spec, run_dir)
-            with (run_dir / RUN_LOG).open("w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                train(training_parser().parse_args(argv), on_epoch=lambda record: progress.update(1))
+    try:
+        with tqdm(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True) as progress:
+            progress.update(len(finished) * args.epochs)
+            for arm, seed, run_dir in runs:
+                if run_dir in finished:
+                    continue
+                progress.set_description(f"{arm.name} seed {seed}")
+                run_dir.mkdir(parents=True, exist_ok=True)
+                with (
+                    (run_dir / RUN_LOG).open("a") as log,
+                    contextlib.redirect_stdout(log),
+                    contextlib.redirect_stderr(log),
+                ):  # --resume latest: a run cut short continues from its last checkpoint, bit for bit
+                    train(training_parser().parse_args(argvs[run_dir]), on_epoch=lambda record: progress.update(1))
+    finally:
+        lock.release()
     record = aggregate_runs(
         {arm.name: [path for a, _, path in runs if a is arm] for arm in arms},
         profile=profile,

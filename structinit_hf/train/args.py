@@ -163,6 +163,7 @@ class ModelSettings:
     model: str
     model_kwargs: dict[str, Any]
     trust_remote_code: bool
+    allow_new_label_names: bool
 
 
 @dataclass(frozen=True)
@@ -315,6 +316,12 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="builder arguments as key=value (e.g. depth=2 patch_size=4 kernel_size=5)",
     )
     group.add_argument("--trust-remote-code", action="store_true", help="allow a transformers checkpoint's own code")
+    group.add_argument(
+        "--allow-new-label-names",
+        action="store_true",
+        help="score or fine-tune a checkpoint on classes named otherwise than its own (a deliberate relabelling); "
+        "refused by default",
+    )
 
 
 def evaluation_parser() -> argparse.ArgumentParser:
@@ -322,7 +329,7 @@ def evaluation_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Score an image classifier on one split of a dataset.")
     add_model_arguments(parser)
     add_dataset_arguments(parser)
-    parser.add_argument("--split", default=None, help="split to score (default: test, else validation)")
+    _add_split_arguments(parser, evaluation=True)
     parser.add_argument("--batch-size", type=int, default=256, help="images per process and batch")
     parser.add_argument("--mixed-precision", choices=("no", "fp16", "bf16"), default=None)
     parser.add_argument(
@@ -349,18 +356,32 @@ def training_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_split_arguments(parser: argparse.ArgumentParser) -> None:
-    """Which rows train, validate after every epoch and are scored at the end."""
+def _add_split_arguments(parser: argparse.ArgumentParser, evaluation: bool = False) -> None:
+    """Which rows train, validate after every epoch and are scored at the end; ``evaluate`` takes the same split
+    flags, its defaults those of the run that trained the model (the rows that run held out)."""
     splits = parser.add_argument_group("splits")
-    splits.add_argument("--train-split", default="train")
-    splits.add_argument("--eval-split", default=None, help="split scored at the end (default: test, else validation)")
+    splits.add_argument("--train-split", default=None if evaluation else "train")
+    splits.add_argument(
+        "--eval-split",
+        *(["--split"] if evaluation else []),
+        default=None,
+        help="split scored (default: test, else validation, else the rows the model's run held out)"
+        if evaluation
+        else "split scored at the end (default: test, else validation)",
+    )
     splits.add_argument(
         "--val-split",
         type=float,
-        default=0.1,
-        help="fraction of train held out (stratified) for per-epoch validation when the dataset has no "
+        default=None if evaluation else 0.1,
+        help="fraction of the train split held out (stratified by class, drawn with --seed) and scored; default: "
+        "the fraction the model's run held out"
+        if evaluation
+        else "fraction of train held out (stratified) for per-epoch validation when the dataset has no "
         "validation split; 0 validates on the evaluation split",
     )
+    if evaluation:
+        splits.add_argument("--seed", type=int, default=None, help="the hold-out's seed (default: the run's, else 0)")
+        return
     splits.add_argument("--max-train-samples", type=int, default=None, help="train on a seeded random subset")
     splits.add_argument(
         "--skip-bad-images", action="store_true", help="drop unreadable images (counted in the log) instead of stopping"

@@ -71,7 +71,7 @@ METRICS = "metrics.jsonl"
 RESULT_NEUTRAL_FLAGS = frozenset(
     {
         "workers", "report_to", "resume", "output_dir", "checkpoint_every", "keep_checkpoints", "compile",
-        "eval_batch_size", "trust_remote_code",
+        "eval_batch_size", "trust_remote_code", "allow_new_label_names",
     }
 )  # fmt: skip
 

@@ -24,10 +24,11 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..atomic import write_json
-from .data import load_image_classification
+from .data import ImageClassificationData, load_image_classification
 from .dataloaders import TransformedImages, eval_dataloader
 from .errors import UsageError
 from .loading import (
+    check_label_names,
     check_model_kwargs,
     check_model_source,
     eval_transform,
@@ -147,24 +148,76 @@ def _previous_training(source: str) -> dict[str, Any]:
     return json.loads(results.read_text()) if results.is_file() else {}
 
 
+def _same_dataset(one: str | None, other: str | None) -> bool:
+    """Whether two ``--dataset`` values name the same data: the same folder, or the same Hub id."""
+    if one is None or other is None:
+        return False
+    first, second = Path(one).expanduser(), Path(other).expanduser()
+    if first.exists() and second.exists():
+        return first.resolve() == second.resolve()
+    return one == other
+
+
+def _evaluation_splits(args: argparse.Namespace, trained: dict[str, Any]) -> dict[str, Any]:
+    """``load_image_classification``'s split arguments for ``evaluate``: the flags as given, and where a flag is left
+    out, what the run that trained the model did on this dataset (its train split, hold-out fraction and seed), so
+    a dataset with no test split is scored on the images that run held out."""
+    run_args = trained.get("args") or {}
+    same_data = _same_dataset(run_args.get("dataset"), args.dataset) and (
+        run_args.get("dataset_config") == args.dataset_config
+    )
+    recorded = run_args if same_data else {}
+    splits = dict(
+        train_split=args.train_split or recorded.get("train_split") or "train",
+        eval_split=args.eval_split,
+        val_split=(args.val_split if args.val_split is not None else recorded.get("val_split")) or 0.0,
+        seed=args.seed if args.seed is not None else recorded.get("seed", 0),
+    )
+    run_hold_out = {key: recorded.get(key) for key in ("train_split", "val_split", "seed")}
+    return {**splits, "trained_on": recorded.get("train_split"), "run_hold_out": run_hold_out == _hold_out(splits)}
+
+
+def _hold_out(splits: dict[str, Any]) -> dict[str, Any]:
+    return {key: splits[key] for key in ("train_split", "val_split", "seed")}
+
+
+def _say_what_is_scored(args: argparse.Namespace, data: ImageClassificationData, splits: dict[str, Any], say) -> None:
+    """One line when the scored images are a hold-out (which one), or a warning when the model trained on them."""
+    if splits["trained_on"] is not None and data.evaluation_split == splits["trained_on"]:
+        say(
+            f"warning: --eval-split {data.evaluation_split}: {args.model} was trained on this split of "
+            f"{args.dataset}; its images were seen in training, so this is not a held-out score"
+        )
+    elif "held-out" in data.evaluation_split:
+        whose = "that the model's own run held out" if splits["run_hold_out"] else "held out"
+        say(
+            f"scoring the {len(data.evaluation)} images {whose} from {args.dataset} "
+            f"(--val-split {splits['val_split']:g} of {splits['train_split']!r}, --seed {splits['seed']})"
+        )
+
+
 def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
-    """Score ``args.model`` on ``args.split`` of ``args.dataset``; write and return the results record."""
+    """Score ``args.model`` on ``args.eval_split`` of ``args.dataset``; write and return the results record."""
     accelerator = Accelerator(mixed_precision=args.mixed_precision)
     _check_evaluation_args(args, accelerator)
     start = time.perf_counter()
     model, init, _ = load_model(  # built (and its keywords checked) before any data is read
         args.model, model_kwargs=args.model_kwargs, trust_remote_code=args.trust_remote_code
     )
+    trained = _previous_training(args.model)
+    splits = _evaluation_splits(args, trained)
     data = load_image_classification(
         args.dataset,
         args.dataset_config,
-        train_split=None,
-        eval_split=args.split,
-        val_split=0.0,
+        train_split=splits["train_split"] if splits["val_split"] else None,
+        eval_split=splits["eval_split"],
+        val_split=splits["val_split"],
         image_column=args.image_column,
         label_column=args.label_column,
         max_eval_samples=args.max_eval_samples,
+        seed=splits["seed"],
     )
+    _say_what_is_scored(args, data, splits, accelerator.print)
     if timm.is_model(args.model) and num_outputs(model) != data.num_classes:  # a new model: a head for this data
         model.reset_classifier(data.num_classes)
     if num_outputs(model) != data.num_classes:
@@ -172,10 +225,10 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
             f"model {args.model!r} predicts {num_outputs(model)} classes but {args.dataset!r} has "
             f"{data.num_classes}; pick a checkpoint trained on this dataset"
         )
+    check_label_names(model, args.dataset, data.label_names, args.allow_new_label_names)
     images = TransformedImages(data.evaluation, data.image_column, data.label_column, eval_transform(model))
     model, loader = accelerator.prepare(model, eval_dataloader(images, args.batch_size, args.workers))
     metrics = evaluate(model, loader, accelerator)
-    trained = _previous_training(args.model)
     record = results_record(
         {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
         init=init or trained.get("init", {}),

@@ -383,6 +383,31 @@ def num_outputs(model: nn.Module) -> int:
     return model.num_classes
 
 
+def model_label_names(model: nn.Module) -> list[str] | None:
+    """The class names ``model`` was trained with (timm's ``pretrained_cfg['label_names']``, transformers'
+    ``id2label``), or ``None`` where it names none: a fresh head, or transformers' placeholder ``LABEL_<i>`` names."""
+    if isinstance(model, ClassifierLogits):
+        id2label = model.model.config.id2label or {}
+        names = [str(id2label[i]) for i in sorted(id2label)]
+    else:
+        names = [str(name) for name in (getattr(model, "pretrained_cfg", None) or {}).get("label_names") or []]
+    placeholder = names == [f"LABEL_{i}" for i in range(len(names))]
+    return names if names and not placeholder and len(names) == num_outputs(model) else None
+
+
+def check_label_names(model: nn.Module, dataset: str, label_names: list[str], allow_new: bool) -> None:
+    """Refuse, in one line naming both lists, a dataset whose class names are not those ``model`` was trained with
+    (same count, other names or order): its scores or fine-tuning would read every class under another's name."""
+    trained = model_label_names(model)
+    if allow_new or trained is None or trained == list(label_names):
+        return
+    order = " (the same names in another order)" if sorted(trained) == sorted(label_names) else ""
+    raise UsageError(
+        f"--dataset {dataset}: its classes {list(label_names)} are not the model's {trained}{order}; pass "
+        "--allow-new-label-names to relabel the classes deliberately"
+    )
+
+
 def model_data_config(model: nn.Module) -> dict[str, Any]:
     """Input size, mean, std, interpolation and crop of ``model`` (timm's data config)."""
     if isinstance(model, ClassifierLogits):

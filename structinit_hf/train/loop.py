@@ -88,7 +88,7 @@ def _forward_backward(run: Run, inputs: torch.Tensor, targets: torch.Tensor) -> 
 
 def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
     """One pass over the training data; returns the mean loss, images trained and seconds taken."""
-    accelerator, recipe, state = run.accelerator, run.settings.recipe, run.state
+    accelerator, recipe, state = run.accelerator, run.recipe, run.state
     start = time.perf_counter()
     set_seed(run.settings.run.seed + epoch, device_specific=True)  # this epoch's mixup and drop-path
     run.train_loader.set_epoch(epoch)  # and its shuffle order and per-sample augmentation seeds
@@ -171,7 +171,7 @@ def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) 
         append_metrics(run.output_dir, record)
     run.accelerator.log({k: v for k, v in record.items() if k != "epoch" and v is not None}, step=state.epoch)
     run.accelerator.print(
-        f"epoch {state.epoch}/{run.settings.recipe.epochs}  train loss {record['train_loss']:.4f}  "
+        f"epoch {state.epoch}/{run.recipe.epochs}  train loss {record['train_loss']:.4f}  "
         f"val top-1 {val['top1']:.2f}%  top-5 {val['top5']:.2f}%  lr {record['lr']:.2e}  "
         f"{record['images_per_sec']:.1f} img/s train, {record['val_images_per_sec']:.1f} img/s val  "
         f"({trained['seconds']:.1f} s)"
@@ -194,6 +194,7 @@ def finish_run(run: Run) -> dict[str, Any]:
         wall_time_s=state.wall_time_s,
     )
     record["peak_gpu_memory_mb"] = peak_gpu_memory_mb(run.accelerator.device)
+    record["global_batch"] = run.recipe.batch_size  # --batch-size, or fitted to a smaller training split
     record["micro_batch"], record["grad_accum"] = run.micro_batch, run.accelerator.gradient_accumulation_steps
     record["mixed_precision"] = run.accelerator.mixed_precision  # what trained (fp16 is refused on a CPU)
     record["fine_tuned_from"] = run.fine_tuned_from
@@ -221,7 +222,7 @@ def train(args: argparse.Namespace, on_epoch: Callable[[dict[str, Any]], None] |
 
     ``on_epoch`` is called with each epoch's ``metrics.jsonl`` record (a caller's progress display)."""
     run = setup_run(TrainingSettings.from_args(args))
-    epochs, every = run.settings.recipe.epochs, run.settings.run.checkpoint_every
+    epochs, every = run.recipe.epochs, run.settings.run.checkpoint_every
     try:
         for epoch in range(run.state.epoch, epochs):
             trained = train_one_epoch(run, epoch)

@@ -11,7 +11,7 @@ what the device and the memory plan decide for flags left unset is recorded besi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,14 @@ from .checkpoints import RunState
 from .data import ImageClassificationData, ensure_hub_reachable, find_columns, load_image_classification
 from .dataloaders import eval_dataloader, train_dataloader
 from .errors import UsageError
-from .loading import LoadedModel, check_model_kwargs, check_model_source, load_model, model_data_config
+from .loading import (
+    LoadedModel,
+    check_label_names,
+    check_model_kwargs,
+    check_model_source,
+    load_model,
+    model_data_config,
+)
 from .memory import (
     HEADROOM,
     STEP_OVERHEAD,
@@ -125,6 +132,7 @@ class Run:
     ema: ModelEmaV3 | None
     mixup: Mixup | None
     criterion: nn.Module
+    recipe: Recipe  # settings.recipe with the global batch that trains (fitted to a small training split)
     micro_batch: int
     state: RunState
     compile_pending: bool  # the compiled forward has not run yet (it may still fall back to eager)
@@ -164,6 +172,27 @@ def build_model(model: ModelSettings, label_names: list[str]) -> LoadedModel:
         model_kwargs=model.model_kwargs,
         trust_remote_code=model.trust_remote_code,
     )
+
+
+def fit_batch(recipe: Recipe, train_rows: int, num_processes: int, say) -> Recipe:
+    """``recipe`` with the global batch that trains: ``--batch-size``, or, where the training split holds fewer rows,
+    the largest batch it fills (whole micro-batches on every process, even ones under mixup/cutmix); said in one
+    line. The learning rate is not scaled: this recipe sets it per run, not per image. A split too small for even
+    one batch is refused in one line that names the smallest it can take."""
+    if train_rows >= recipe.batch_size:
+        return recipe
+    unit = num_processes * (recipe.grad_accum or 1) * (2 if recipe.mixup or recipe.cutmix else 1)
+    fitted = train_rows // unit * unit
+    if fitted < 1:
+        raise UsageError(
+            f"{train_rows} training image(s): too few to train on; the smallest training split is {unit} images "
+            f"(one batch on {num_processes} process(es)), after the --val-split hold-out"
+        )
+    say(
+        f"batch: the training split has {train_rows} images, fewer than --batch-size {recipe.batch_size}; training "
+        f"with batch {fitted} ({train_rows // fitted} step(s) an epoch), the lr unchanged"
+    )
+    return replace(recipe, batch_size=fitted)
 
 
 def _schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, train_rows: int, say) -> CosineLRScheduler:
@@ -262,6 +291,7 @@ def _setup_locked_run(
     check_model_kwargs(settings.model.model_kwargs, settings.model.model)
 
     (model, init, fine_tuned_from), data = _model_and_data(settings, accelerator)
+    recipe = fit_batch(recipe, len(data.train), accelerator.num_processes, accelerator.print)
     *images, pipeline = training_datasets(
         data,
         model_data_config(model),
@@ -277,7 +307,7 @@ def _setup_locked_run(
     accelerator.gradient_accumulation_steps = plan.grad_accum
     # what trains is what results.json, the trackers, the resume check and the card record
     flags = settings.flags(mixed_precision=defaults.mixed_precision, grad_accum=plan.grad_accum)
-    loaders = _dataloaders(settings, defaults, plan.micro_batch, images)
+    loaders = _dataloaders(settings, recipe, defaults, plan.micro_batch, images)
 
     optimizer = create_optimizer_v2(
         model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay, eps=recipe.opt_eps
@@ -287,14 +317,15 @@ def _setup_locked_run(
     scheduler = _schedule(recipe, optimizer, len(data.train), accelerator.print)
     mixup, criterion = _mixup_and_criterion(recipe, data.num_classes)
     state = start_run_state(flags, accelerator, output_dir, checkpoint, ema, model)
-    _print_banner(settings, accelerator, defaults, data, plan, pipeline, accumulation_from)
+    _print_banner(settings, recipe, accelerator, defaults, data, plan, pipeline, accumulation_from)
     if fine_tuned_from is not None:
         accelerator.print(describe_fine_tuning(fine_tuned_from, data.num_classes))
     return Run(
         settings=settings, flags=flags, accelerator=accelerator, output_dir=output_dir, data=data, init=init,
         fine_tuned_from=fine_tuned_from, model=model, forward=torch.compile(model) if defaults.compile else model,
         optimizer=optimizer, scheduler=scheduler, train_loader=train_loader, val_loader=val_loader,
-        eval_loader=eval_loader, ema=ema, mixup=mixup, criterion=criterion, micro_batch=plan.micro_batch, state=state,
+        eval_loader=eval_loader, ema=ema, mixup=mixup, criterion=criterion, recipe=recipe, micro_batch=plan.micro_batch,
+        state=state,
         compile_pending=defaults.compile, lock=lock,
     )  # fmt: skip
 
@@ -329,6 +360,8 @@ def _model_and_data(
             f"--dataset {source.dataset}: its metadata names the classes {label_names} but its "
             f"{source.train_split!r} split holds {data.label_names}; fix the dataset's features"
         )
+    if loaded.fine_tuned_from is not None and loaded.fine_tuned_from.get("head") != "re-initialized":
+        check_label_names(loaded.model, source.dataset, data.label_names, settings.model.allow_new_label_names)
     return loaded, data
 
 
@@ -346,14 +379,14 @@ def describe_fine_tuning(fine_tuned_from: dict[str, Any], num_classes: int) -> s
 
 
 def _dataloaders(
-    settings: TrainingSettings, defaults: DeviceDefaults, micro_batch: int, images: list[Dataset]
+    settings: TrainingSettings, recipe: Recipe, defaults: DeviceDefaults, micro_batch: int, images: list[Dataset]
 ) -> tuple[DataLoader, DataLoader, DataLoader]:
     """The loaders of the train, validation and evaluation ``images``: micro-batches of whole global batches, then
     the per-epoch validation and the final evaluation in order."""
     train_images, val_images, eval_images = images
     eval_batch = settings.speed.eval_batch_size or 2 * micro_batch
     pin, seed = defaults.pin_memory, settings.run.seed
-    train_loader = train_dataloader(train_images, micro_batch, settings.recipe.batch_size, seed, defaults.workers, pin)
+    train_loader = train_dataloader(train_images, micro_batch, recipe.batch_size, seed, defaults.workers, pin)
     eval_workers = min(defaults.workers, 4)  # no augmentation: a few workers keep up with a no-grad forward
     val_loader = eval_dataloader(val_images, eval_batch, eval_workers, pin, persistent=True)
     eval_loader = eval_dataloader(eval_images, eval_batch, eval_workers, pin)
@@ -374,6 +407,7 @@ def _mixup_and_criterion(recipe: Recipe, num_classes: int) -> tuple[Mixup | None
 
 def _print_banner(
     settings: TrainingSettings,
+    recipe: Recipe,
     accelerator: Accelerator,
     defaults: DeviceDefaults,
     data: ImageClassificationData,
@@ -382,7 +416,7 @@ def _print_banner(
     accumulation_from: str | None,
 ) -> None:
     """The run in one line (model, data, how the batch splits, device and speed settings), then its memory plan."""
-    batch = settings.recipe.batch_size
+    batch = recipe.batch_size
     accelerator.print(
         f"{settings.model.model} on {settings.data.dataset}: {len(data.train)} train / {len(data.validation)} val "
         f"[{data.validation_split}] / {len(data.evaluation)} eval [{data.evaluation_split}] images, "
