@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import timm
 import torch
@@ -103,6 +105,56 @@ def test_pretrained_with_a_local_file_loads_and_never_solves(tmp_path, monkeypat
 def test_pretrained_without_weights_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="vit_tiny_impulse3 has no published weights"):
         timm.create_model("vit_tiny_impulse3", pretrained=True, **TINY)
+
+
+REGISTERED = sorted({*timm.list_models(module="structinit_vit"), *timm.list_models(module="convit_baseline")})
+
+
+def tiny_kwargs(name: str) -> dict:
+    """Any registered name at 16 px, depth 1 (ConViT: 2), width 24 in 3 heads; an 8x8 grid fits every kernel."""
+    if name.startswith("convit"):
+        return dict(img_size=16, patch_size=2, depth=2, local_up_to_layer=1, embed_dim=8, num_heads=3)  # 8 per head
+    return dict(img_size=16, patch_size=2, depth=1, embed_dim=24, num_heads=3)
+
+
+def saved_with_the_cfg_classes(name: str, folder) -> dict[str, torch.Tensor]:
+    """A tiny ``name`` with its cfg's class count (10, or 1000 for the 224 px names), saved as model.safetensors."""
+    state = timm.create_model(name, **tiny_kwargs(name)).state_dict()
+    save_file(state, str(folder / "model.safetensors"))
+    return state
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_the_no_weights_error_names_an_overlay_that_loads_the_backbone_under_a_new_head(name, tmp_path) -> None:
+    """The overlay the error prints, run with another num_classes: as on stock timm names, timm drops the file's
+    head and keeps a new one."""
+    saved = saved_with_the_cfg_classes(name, tmp_path)
+    with pytest.raises(ValueError, match="no published weights") as error:
+        timm.create_model(name, pretrained=True, num_classes=3, **tiny_kwargs(name))
+    file = re.search(r"pretrained_cfg_overlay=dict\(file='([^']+)'\)", str(error.value)).group(1)
+    overlay = dict(file=str(tmp_path / file))
+    loaded = timm.create_model(
+        name, pretrained=True, pretrained_cfg_overlay=overlay, num_classes=3, **tiny_kwargs(name)
+    )
+    state = loaded.state_dict()
+    assert state["head.weight"].shape == (3, saved["head.weight"].shape[1]) and loaded.num_classes == 3
+    assert sorted(state) == sorted(saved)
+    for key in sorted(set(saved) - {"head.weight", "head.bias"}):
+        assert torch.equal(state[key], saved[key]), key
+
+
+@pytest.mark.parametrize("name", REGISTERED)
+def test_a_local_file_with_the_cfg_class_count_loads_its_head_exactly(name, tmp_path) -> None:
+    saved = saved_with_the_cfg_classes(name, tmp_path)
+    num_classes = timm.models.get_pretrained_cfg(name).num_classes
+    overlay = dict(file=str(tmp_path / "model.safetensors"))
+    loaded = timm.create_model(
+        name, pretrained=True, pretrained_cfg_overlay=overlay, num_classes=num_classes, **tiny_kwargs(name)
+    )
+    state = loaded.state_dict()
+    assert sorted(state) == sorted(saved)
+    for key, value in saved.items():
+        assert torch.equal(state[key], value), key
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,13 @@ from typing import Any
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.convit import ConVit
 
-from .structinit_vit import _NOT_NETWORK_ARGS, _cfg, _input_cfg, check_geometry
+from .structinit_vit import _NOT_NETWORK_ARGS, _cfg, _input_cfg, _require_hub_weights, check_geometry
 
 __all__ = ["convit_tiny_patch2_32", "default_cfgs"]
 
 
 def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> ConVit:
+    _require_hub_weights(variant, pretrained, kwargs)
     heads = kwargs.get("num_heads", 4)  # ConViT's embed_dim is per head
     check_geometry(
         kwargs.get("img_size", 224), kwargs.get("patch_size", 16), kwargs.get("embed_dim", 48) * heads, heads

@@ -159,12 +159,13 @@ class StructInitVisionTransformer(VisionTransformer):
 
 
 def _input_cfg(model_args: dict[str, Any]) -> dict[str, Any]:
-    """The pretrained cfg entries that follow the network's keywords (``input_size``, ``num_classes``)."""
+    """The data cfg's ``input_size``, following the network's ``img_size`` and ``in_chans``.
+
+    ``num_classes`` stays the weights' own, as in timm's cfgs: timm's ``load_pretrained`` compares it with the
+    requested ``num_classes`` to drop the checkpoint's head and keep the new one.
+    """
     size = to_pair(model_args.get("img_size", 224), "img_size")
-    cfg = {"input_size": (model_args.get("in_chans", 3), *size)}
-    if "num_classes" in model_args:
-        cfg["num_classes"] = model_args["num_classes"]
-    return cfg
+    return {"input_size": (model_args.get("in_chans", 3), *size)}
 
 
 def _create_vision_transformer(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitVisionTransformer:
