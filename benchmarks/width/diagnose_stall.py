@@ -197,12 +197,23 @@ def main() -> None:
                         continue
                     start = time.perf_counter()
                     entry[run] = probe(
-                        VARIANTS[name], width, images, labels, lr=lr, steps=args.steps, warmup=args.warmup_steps,
-                        total=args.total_steps, batch=args.batch_size, seed=seed,
+                        VARIANTS[name],
+                        width,
+                        images,
+                        labels,
+                        lr=lr,
+                        steps=args.steps,
+                        warmup=args.warmup_steps,
+                        total=args.total_steps,
+                        batch=args.batch_size,
+                        seed=seed,
                     )
                     entry[run]["seconds"] = round(time.perf_counter() - start, 1)
-                    print(f"{key} {run}: loss {entry[run]['loss'][0]:.3f} -> {entry[run]['loss'][-1]:.3f} "
-                          f"({entry[run]['seconds']:.0f} s)", flush=True)
+                    print(
+                        f"{key} {run}: loss {entry[run]['loss'][0]:.3f} -> {entry[run]['loss'][-1]:.3f} "
+                        f"({entry[run]['seconds']:.0f} s)",
+                        flush=True,
+                    )
                     args.out.write_text(json.dumps(record, indent=1))
             args.out.write_text(json.dumps(record, indent=1))
 

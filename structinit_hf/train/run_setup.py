@@ -360,8 +360,9 @@ def _model_and_data(
             f"--dataset {source.dataset}: its metadata names the classes {label_names} but its "
             f"{source.train_split!r} split holds {data.label_names}; fix the dataset's features"
         )
-    if loaded.fine_tuned_from is not None and loaded.fine_tuned_from.get("head") != "re-initialized":
-        check_label_names(loaded.model, source.dataset, data.label_names, settings.model.allow_new_label_names)
+    model, _, fine_tuned_from = loaded
+    if fine_tuned_from is not None and fine_tuned_from.get("head") != "re-initialized":  # a kept head: its names
+        check_label_names(model, source.dataset, data.label_names, settings.model.allow_new_label_names)
     return loaded, data
 
 
