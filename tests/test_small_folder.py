@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -123,7 +125,9 @@ def test_fine_tuning_with_the_same_count_checks_the_names(trained, tmp_path, cap
     assert "not the model's" in capsys.readouterr().err and not (tmp_path / "A" / "results.json").exists()
     assert main([*argv, "--output-dir", str(tmp_path / "B"), "--allow-new-label-names"]) == 0
     record = json.loads((tmp_path / "B" / "results.json").read_text())
-    assert record["fine_tuned_from"]["head"] == "kept" and record["global_batch"] == 21  # 3 x 8 minus one held out per class
+    assert (
+        record["fine_tuned_from"]["head"] == "kept" and record["global_batch"] == 21
+    )  # 3 x 8 minus one held out per class
 
 
 COMPARE = ["--arms", "default", "impulse3", "--epochs", "2", "--model-kwargs", "depth=1"]
@@ -198,3 +202,30 @@ def test_fit_batch_keeps_the_recipe_when_the_data_fills_it():
     recipe = _recipe()
     assert fit_batch(recipe, 512, 1, print) is recipe
     assert fit_batch(recipe, 511, 1, print) == replace(recipe, batch_size=511)
+
+
+def _readme_own_data_commands() -> list[list[str]]:
+    """The README's command lines that run on ``my_images/`` (continuations joined, comments dropped), except the
+    Hub push, which needs the Hub."""
+    lines, joined = (REPO / "README.md").read_text().splitlines(), []
+    for line in lines:
+        if joined and joined[-1].endswith("\\"):
+            joined[-1] = joined[-1][:-1] + " " + line.strip()
+        else:
+            joined.append(line.strip())
+    commands = [shlex.split(line, comments=True) for line in joined if line.startswith("structinit-hf ")]
+    return [words[1:] for words in commands if "my_images/" in words and words[1] != "push-to-hub"]
+
+
+@pytest.mark.slow
+def test_the_readme_commands_for_your_own_data_run_as_written(tmp_path, monkeypatch):
+    """On 3 classes x 40 images, with a tiny 10-class run standing in for the README's runs/c10 (trained on the
+    embedded sample): compare, fine-tune and evaluate exit 0 exactly as the README writes them."""
+    monkeypatch.chdir(tmp_path)
+    image_folder(tmp_path / "my_images", CLASSES, per_class=40)
+    run([*TINY, "--max-train-samples", "64", "--epochs", "1", "--output-dir", "runs/c10"])
+    commands = _readme_own_data_commands()
+    assert [words[0] for words in commands] == ["compare", "train", "evaluate"], commands
+    for words in commands:
+        assert main(words) == 0, words
+    assert json.loads(Path("runs/my-images/results.json").read_text())["label_names"] == CLASSES
