@@ -297,3 +297,29 @@ def test_a_retrained_run_is_set_beside_the_committed_one(tmp_path, monkeypatch):
     text = render_campaign_markdown(record)
     assert "| timm's default (trunc normal) | s0 | 30.00 | 30.25 | +0.25 | torch ?, structinit_hf ? |" in text
     assert "| impulse 3x3, `shift` (default) | s0 | 36.00 | 36.00 | +0.00 |" in text
+
+
+def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, monkeypatch):
+    from structinit_hf.benchmark import campaign_width
+
+    def record(width: int, arms: dict[str, dict[int, float]]) -> dict:
+        built = _record(arms)
+        for arm in built["arms"].values():
+            arm["wall_time_s"] = [600.0] * len(arm["seeds"])
+        return {**built, "architecture": {"embed_dim": width}}
+
+    main = record(192, {"default": {0: 30.0, 1: 31.0, 2: 30.5}, "impulse3": {0: 22.0, 1: 21.0, 2: 23.0}})
+    presets = record(192, {"default": {0: 30.0, 1: 31.0}, "v1": {0: 33.0, 1: 34.0}})
+    (tmp_path / "main.json").write_text(json.dumps(main))
+    (tmp_path / "presets.json").write_text(json.dumps(presets))
+    monkeypatch.setattr(campaign_width, "WIDTH_SOURCES", {(2_500, 192): ("main.json", "presets.json")})
+    width = campaign_width.build_width(tmp_path)["2500/192"]
+    assert width["head_dim"] == 64 and width["not_run"] == ["mimetic", "v2"]
+    assert width["vs"]["default"]["impulse3"]["verdict"] == "behind"
+    assert width["vs"]["impulse3"]["v1"]["per_seed"] == {0: 11.0, 1: 13.0}  # the presets' seeds, paired
+    assert width["vs"]["impulse3"]["v1"]["verdict"] == "ahead"
+    text = "\n".join(campaign_width.width_markdown({"2500/192": width}))
+    assert "vs `shift`: paired diff" in text and "width 192 (head dim 64)" in text and "10 min" in text
+    (tmp_path / "presets.json").write_text(json.dumps({**presets, "architecture": {"embed_dim": 96}}))
+    with pytest.raises(ValueError, match="width 96, listed under width 192"):
+        campaign_width.build_width(tmp_path)

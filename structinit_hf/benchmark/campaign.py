@@ -124,6 +124,9 @@ MAIN_ARMS = ("default", "mimetic", "impulse3", "impulse5", "v1", "v2", "kaiming"
 REFERENCES = ("default", "mimetic")
 
 
+REFERENCE_NAMES = {"default": "default", "mimetic": "mimetic", "impulse3": "`shift`"}  # the tables' column heads
+
+
 LABELS = {
     "default": "timm's default (trunc normal)",
     "mimetic": "mimetic",
@@ -212,7 +215,9 @@ def _arm_summary(per_seed: Mapping[int, float]) -> dict[str, Any]:
     return {"per_seed": dict(per_seed), **spread(list(per_seed.values()))}
 
 
-def _setting(scores: Mapping[str, Mapping[int, float]], arms: Sequence[str]) -> dict[str, Any]:
+def _setting(
+    scores: Mapping[str, Mapping[int, float]], arms: Sequence[str], references: Sequence[str] = REFERENCES
+) -> dict[str, Any]:
     """Summaries, paired comparisons against the references and the best-or-tied arms of one setting."""
     present = [name for name in arms if scores.get(name)]
     out: dict[str, Any] = {
@@ -220,7 +225,7 @@ def _setting(scores: Mapping[str, Mapping[int, float]], arms: Sequence[str]) -> 
         "not_run": [name for name in arms if not scores.get(name)],
         "vs": {
             ref: {name: compare(scores[name], scores[ref]) for name in present if name != ref}
-            for ref in REFERENCES
+            for ref in references
             if scores.get(ref)
         },
     }
@@ -280,6 +285,7 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
         "length_size": LENGTH_SIZE,
         "lengths": lengths,
         "augmentation": build_augmentation(root),
+        "width": build_width(root),
     }
 
 
@@ -399,19 +405,21 @@ def _verdict(c: Mapping[str, Any] | None) -> str:
     return text + (", 2 seeds" if c["n"] == 2 and c["verdict"] in ("ahead", "behind") else "")
 
 
-def _setting_table(setting: Mapping[str, Any], arms: Sequence[str]) -> list[str]:
+def _setting_table(
+    setting: Mapping[str, Any], arms: Sequence[str], references: Sequence[str] = REFERENCES
+) -> list[str]:
+    versus = "".join(f" vs {REFERENCE_NAMES.get(ref, ref)}: paired diff (per seed) | verdict |" for ref in references)
     lines = [
-        "| init | top-1 mean ± std | per seed | range | vs default: paired diff (per seed) | verdict | "
-        "vs mimetic: paired diff (per seed) | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| init | top-1 mean ± std | per seed | range |" + versus,
+        "|---|---|---|---|" + "---|---|" * len(references),
     ]
     for name in arms:
         arm = setting["arms"].get(name)
         if arm is None:
-            lines.append(f"| {LABELS.get(name, name)} | not run (time) | – | – | – | – | – | – |")
+            lines.append(f"| {LABELS.get(name, name)} | not run (time) | – | – |" + " – | – |" * len(references))
             continue
         cells = []
-        for ref in REFERENCES:
+        for ref in references:
             c = setting["vs"].get(ref, {}).get(name)
             if name == ref or c is None:
                 cells += ["–", "–"]
@@ -476,6 +484,8 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
         out.append("")
     if "augmentation" in record:
         out += _augmentation_markdown(record["augmentation"])
+    if "width" in record:
+        out += width_markdown(record["width"])
     out += [
         "Paired differences are init minus reference on the same seed; `±` is the sample standard deviation over "
         "seeds; `range` is max - min over seeds (how far runs of identical settings landed apart). "
@@ -715,3 +725,6 @@ def report_campaign(args: argparse.Namespace) -> None:
     """Write the campaign's summary from the records under ``args.root`` into ``args.out_dir`` and say so."""
     write_campaign(args.root, args.out_dir)
     print(f"wrote {args.out_dir / 'results.md'}, results.json, size.png and augmentation.png")
+
+
+from .campaign_width import build_width, width_markdown  # noqa: E402  (it builds on the helpers above)

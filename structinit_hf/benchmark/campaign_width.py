@@ -1,0 +1,84 @@
+"""The campaign's width axis: the cpu-proxy at width 48, 96 and 192 with 3 heads (head dimension 16, 32, 64, the last
+the paper's ViT-Tiny head), from the committed harness records; trains nothing.
+
+Each setting gets the table of :mod:`.campaign` with paired differences against timm's default and against `shift`
+(the default impulse construction), the tie rule's verdicts, and the wall time per run for planning.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .campaign import BENCH, LABELS, _best_line, _load, _setting, _setting_table, merge_scores
+
+__all__ = ["WIDTH_ARMS", "WIDTH_REFERENCES", "WIDTH_SOURCES", "build_width", "width_markdown"]
+
+# (training images, width) -> the records of that setting; each profile's 3-seed table and its presets/ table (the
+# five inits at 1-2 seeds) share their default, mimetic and impulse3 runs
+WIDTH_SOURCES: dict[tuple[int, int], tuple[str, ...]] = {
+    (2_500, 48): (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
+    **{
+        (size, width): (
+            f"{BENCH}/cpu-proxy-n{size}-w{width}-cifar10/results.json",
+            f"{BENCH}/cpu-proxy-n{size}-w{width}-cifar10/presets/results.json",
+        )
+        for size, width in ((2_500, 96), (2_500, 192), (5_000, 192))
+    },
+}
+
+WIDTH_ARMS = ("default", "mimetic", "impulse3", "v1", "v2")
+
+WIDTH_REFERENCES = ("default", "impulse3")  # timm's default, and `shift` (the library's default init)
+
+HEADS = 3
+
+
+def build_width(root: Path | str = ".") -> dict[str, Any]:
+    """Per ``"<images>/<width>"``: the setting's summaries and verdicts, its sources and wall time per run."""
+    root = Path(root)
+    out: dict[str, Any] = {}
+    for (size, width), paths in WIDTH_SOURCES.items():
+        records, found = _load(root, paths)
+        for record, path in zip(records, found, strict=True):
+            recorded = record["architecture"].get("embed_dim")
+            if recorded != width:
+                raise ValueError(f"{path}: width {recorded}, listed under width {width}")
+        wall: dict[str, dict[int, float]] = {}
+        for record in records:
+            for name, arm in record["arms"].items():
+                for seed, seconds in zip(arm["seeds"], arm["wall_time_s"], strict=True):
+                    wall.setdefault(name, {})[seed] = seconds
+        out[f"{size}/{width}"] = {
+            "images": size,
+            "width": width,
+            "head_dim": width // HEADS,
+            "sources": found,
+            "wall_time_s": {name: statistics.fmean(per_seed.values()) for name, per_seed in wall.items()},
+            **_setting(merge_scores(records), WIDTH_ARMS, WIDTH_REFERENCES),
+        }
+    return out
+
+
+def width_markdown(width: Mapping[str, Any]) -> list[str]:
+    """The width section of the campaign's ``results.md``."""
+    out = [
+        "## Width: head dimension 16, 32 and 64 (10 epochs, crop + flip, 3 heads)",
+        "",
+        "The cpu-proxy profiles with only the width changed (`cpu-proxy-n2500-w96`, `-n2500-w192`, `-n5000-w192`); "
+        "the paper's ViT-Tiny head is 64 wide. Still 16 px and 10 epochs, not the paper's 32 px and 200 epochs.",
+        "",
+    ]
+    for setting in width.values():
+        title = f"### {setting['images']:,} training images, width {setting['width']} (head dim {setting['head_dim']})"
+        out += [title, ""]
+        if not setting["arms"]:
+            out += ["Not run yet.", ""]
+            continue
+        out += [*_setting_table(setting, WIDTH_ARMS, WIDTH_REFERENCES), "", _best_line(setting), ""]
+        times = ", ".join(f"{LABELS.get(n, n)} {s / 60:.0f} min" for n, s in setting["wall_time_s"].items())
+        out += [f"Wall time per run (mean over its seeds, two single-thread runs at a time): {times}.", ""]
+        out += [f"Sources: {', '.join(f'`{p}`' for p in setting['sources'])}", ""]
+    return out
