@@ -50,6 +50,7 @@ def compare_parser() -> argparse.ArgumentParser:
     """The flags of ``structinit-hf compare``."""
     recipe = PROFILE.recipe
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="structinit-hf compare",
         description="Train timm's default, mimetic and impulse init side by side on the same images, order and seed; "
         "print test top-1 per init, the paired difference to timm's default and (2+ seeds) the tie-rule verdict.",
