@@ -143,3 +143,22 @@ def test_script_user_error_is_one_line_exit_2_and_debug_shows_the_traceback(crop
     assert "Traceback" not in done.stderr
     debug = subprocess.run([*command, "--debug"], capture_output=True, text=True, timeout=300)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "predicts 3 classes" in debug.stderr
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+@pytest.mark.parametrize(
+    ("model", "kind"), [("hf-hub:made-up-org/no-such-model", "timm"), ("made-up-org/no-such-model", "transformers")]
+)
+def test_a_hub_model_offline_is_one_line_naming_it_and_hf_hub_offline(command, model, kind, tmp_path, capsys):
+    """Catches timm's "An error happened while trying to locate the file on the Hub" (it names neither the model nor
+    HF_HUB_OFFLINE) reaching the user of train or evaluate, or the two commands wording the same case apart."""
+    from structinit_hf.train.args import training_parser
+    from structinit_hf.train.loop import train
+
+    parser, function = (training_parser(), train) if command == "train" else (evaluation_parser(), run_evaluation)
+    out = ["--output-dir", str(tmp_path / "run")] if command == "train" else ["--output", str(tmp_path / "r.json")]
+    assert run_script(parser, function, ["--model", model, "--dataset", "cifar10-sample", *out]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {kind} model {model!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a local "
+        "checkpoint folder, or run once online to cache it"
+    )

@@ -298,6 +298,15 @@ def _damaged(source: str, error: Exception) -> UsageError:
     )
 
 
+def _not_cached(source: str, kind: str) -> FileNotFoundError:
+    """The one wording for a Hub model (``hf-hub:`` timm weights, a transformers id) that ``HF_HUB_OFFLINE`` keeps
+    out of reach and the local cache lacks; train and evaluate both load through :func:`load_model`."""
+    return FileNotFoundError(
+        f"{kind} model {source!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a local checkpoint "
+        "folder, or run once online to cache it"
+    )
+
+
 def load_model(
     source: str,
     *,
@@ -345,7 +354,13 @@ def load_model(
         return LoadedModel(model, init, _fine_tune_record(source, config, num_classes, dict(model_kwargs or {})))
     if source.startswith("hf-hub:"):
         ensure_hub_reachable(source.removeprefix("hf-hub:"), "model")
-        return LoadedModel(create_timm_model(source, pretrained=True, **timm_kwargs), {}, {"model": source})
+        try:
+            model = create_timm_model(source, pretrained=True, **timm_kwargs)
+        except OSError as error:
+            if not is_offline_mode():
+                raise
+            raise _not_cached(source, "timm") from error
+        return LoadedModel(model, {}, {"model": source})
     if source.startswith((".", "/", "~")) or (os.sep in source and source.count("/") != 1):
         raise UsageError(f"model folder {source!r} does not exist; pass a checkpoint folder (with config.json)")
     if timm.is_model(source):
@@ -365,10 +380,7 @@ def load_model(
         except OSError as error:
             if not is_offline_mode():
                 raise
-            raise FileNotFoundError(
-                f"transformers model {source!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a "
-                "local checkpoint folder, or run once online to cache it"
-            ) from error
+            raise _not_cached(source, "transformers") from error
         return LoadedModel(model, {}, {"model": source})
     raise UsageError(
         f"unknown model {source!r}{did_you_mean(source, timm.list_models())}: expected a timm model name "
