@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from structinit_hf.__main__ import COMMANDS, main
+from structinit_hf.benchmark import compare_inits
 from structinit_hf.benchmark.campaign import compare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,3 +75,18 @@ def test_python_m_lists_the_commands_and_setup_declares_the_console_script():
     config = configparser.ConfigParser()
     config.read(REPO / "setup.cfg")
     assert config["options.entry_points"]["console_scripts"].strip() == "structinit-hf = structinit_hf.__main__:main"
+
+
+def test_the_log_counts_what_the_table_counts(tmp_path, monkeypatch, capsys):
+    """Catches datasets' "Generating train split: 2560 examples" (the rows it caches, printed on a fresh cache) as the
+    only count in the log while the table says 2,500 training images: one line of compare's says both."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path))  # fresh: datasets would count rows
+    profile = compare_inits._profile(compare_inits.compare_parser().parse_args([]))
+    captured = capsys.readouterr()
+    assert captured.out == (
+        "cifar10-sample: 2,560 training rows, 2,500 used (--max-train-samples), 1,000 test rows scored\n"
+    )
+    assert "Generating" not in captured.err and "2560" not in captured.err, captured.err
+    assert profile.recipe["max_train_samples"] == 2500 and datasets.is_progress_bar_enabled()

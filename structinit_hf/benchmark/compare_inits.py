@@ -19,10 +19,12 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import datasets
 from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
@@ -101,8 +103,10 @@ def _profile(args: argparse.Namespace) -> Profile:
     images; one with a training split only (an image folder) holds out 10% of it instead."""
     local = Path(args.dataset).expanduser().exists()
     recipe = {**PROFILE.recipe, **{flag: getattr(args, flag) for flag in RECIPE_FLAGS}}
-    splits = load_raw_dataset(args.dataset)
+    with _quiet_datasets():  # its "Generating train split: N examples" counts rows, not what trains: _data_line does
+        splits = load_raw_dataset(args.dataset)
     recipe["val_split"] = 0.0 if any(name in splits for name in ("test", *VALIDATION_SPLITS)) else 0.1
+    print(_data_line(_dataset_name(args.dataset), splits, recipe))
     return replace(
         PROFILE,
         name="compare",
@@ -110,6 +114,34 @@ def _profile(args: argparse.Namespace) -> Profile:
         architecture={**PROFILE.architecture, **args.model_kwargs},
         recipe=recipe,
     )
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """datasets' progress bars off (as they were, after)."""
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
+
+
+def _data_line(name: str, splits: datasets.DatasetDict, recipe: dict[str, Any]) -> str:
+    """What the comparison reads of the data, in the words of its table: ``cifar10-sample: 2,560 training rows,
+    2,500 used (--max-train-samples), 1,000 test rows scored``."""
+    rows, limit = len(splits["train"]) if "train" in splits else 0, recipe["max_train_samples"]
+    scored = next((split for split in ("test", *VALIDATION_SPLITS) if split in splits), None)
+    words = [f"{rows:,} training rows"]
+    if scored is None:
+        words.append(f"{recipe['val_split']:.0%} of them held out and scored")
+    words.append("all the rest used" if scored is None else "all used")
+    if limit is not None and limit < (rows if scored else rows * (1 - recipe["val_split"])):
+        words[-1] = f"{limit:,} used (--max-train-samples)"
+    if scored is not None:
+        words.append(f"{len(splits[scored]):,} {scored} rows scored")
+    return f"{name}: {', '.join(words)}"
 
 
 def _dataset_name(dataset: str) -> str:
