@@ -90,3 +90,39 @@ def test_the_log_counts_what_the_table_counts(tmp_path, monkeypatch, capsys):
     )
     assert "Generating" not in captured.err and "2560" not in captured.err, captured.err
     assert profile.recipe["max_train_samples"] == 2500 and datasets.is_progress_bar_enabled()
+
+
+@pytest.mark.slow  # two comparisons of three tiny runs: about a minute
+def test_the_same_compare_prints_the_same_table_whatever_the_machines_thread_count(tmp_path, capsys):
+    """Catches a comparison that does not reproduce on the same kind of CPU: torch's thread count (by default the
+    machine's cores) orders its float sums, so two machines with other core counts trained other weights and printed
+    other top-1 (25.70 / 33.10 / 30.00 against the README's 25.70 / 30.60 / 30.30). compare pins the count: started
+    under 1 and under 3 threads, both comparisons train the same bits, print the same table, and say so."""
+    import hashlib
+
+    import torch
+
+    tiny = ["--epochs", "1", "--max-train-samples", "96", "--batch-size", "32", "--model-kwargs", "depth=1"]
+    printed, weights = [], []
+    before = torch.get_num_threads()
+    try:
+        for threads, out in ((1, tmp_path / "a"), (3, tmp_path / "b")):
+            torch.set_num_threads(threads)  # another machine's default
+            assert main(["compare", *tiny, "--output-dir", str(out)]) == 0
+            assert torch.get_num_threads() == threads  # given back as it was
+            printed.append(capsys.readouterr().out.replace(str(out), "OUT"))
+            weights.append({run.parent.parent.name: hashlib.sha256(run.read_bytes()).hexdigest()
+                            for run in sorted(out.glob("*/final/model.safetensors"))})  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+    assert len(weights[0]) == 3 and weights[0] == weights[1]
+    assert printed[0] == printed[1]
+    record = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert record["numerics"]["torch_threads"] == compare_inits.THREADS == 2
+    assert (
+        f"(torch {torch.__version__}, 2 torch threads, {torch.backends.cpu.get_cpu_capability()} CPU kernels"
+        in (printed[0])
+    )
+    # the log's count of the data and the table's agree
+    assert "cifar10-sample: 2,560 training rows, 96 used (--max-train-samples), 1,000 test rows scored" in printed[0]
+    assert "96 training images, 1 epoch, seed 0; top-1 on the 1,000 images of test" in printed[0]

@@ -162,3 +162,22 @@ def test_a_hub_model_offline_is_one_line_naming_it_and_hf_hub_offline(command, m
         f"error: {kind} model {model!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a local "
         "checkpoint folder, or run once online to cache it"
     )
+
+
+def test_every_record_says_what_changes_its_numbers(monkeypatch):
+    """Catches a results.json that cannot tell two machines apart: the same versions and flags give other numbers
+    under another torch thread count, another CPU instruction set or a variable that picks MKL's or oneDNN's kernels
+    (measured: docs/benchmarks.md), and other decoding or cropping under other torchvision, numpy or pillow."""
+    from structinit_hf.train.evaluation import library_versions, numerics
+
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        recorded = numerics()
+    finally:
+        torch.set_num_threads(before)
+    assert recorded["torch_threads"] == 1 and recorded["code_path_variables"] == {"MKL_CBWR": "AVX2"}
+    assert recorded["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert recorded["deterministic_algorithms"] is False
+    assert {"torch", "timm", "torchvision", "numpy", "pillow"} <= set(library_versions())

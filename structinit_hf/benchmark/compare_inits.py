@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import torch
 from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
@@ -34,15 +35,18 @@ from ..train.errors import UsageError
 from ..train.loop import train
 from .arms import ALL_ARMS, PROFILES, BenchmarkDataset, Profile, select_arms
 from .campaign import LABELS, compare
-from .report import aggregate_runs, write_outputs
+from .report import aggregate_runs, numerics_line, write_outputs
 from .runs import RUN_LOG, RUN_RESULTS, train_argv
 
-__all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "compare_inits", "compare_parser", "render_table"]
+__all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "THREADS", "compare_inits", "compare_parser", "render_table"]
 
 PROFILE = PROFILES["cpu-proxy-n2500"]  # the defaults: the CPU proxy at 2,500 training images
 
 
 DEFAULT_ARMS = ("default", "mimetic", "impulse3")
+
+
+THREADS = 2  # torch threads by default, whatever the machine: the README's table was measured on 2 cores
 
 
 RECIPE_FLAGS = ("epochs", "max_train_samples", "batch_size", "aa", "mixup", "cutmix")  # what compare lets a user set
@@ -80,6 +84,13 @@ def compare_parser() -> argparse.ArgumentParser:
         action=KeyValueAction,
         help=f"architecture of every arm, over the proxy's {dict(PROFILE.architecture)}, e.g. img_size=32",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=THREADS,
+        help="torch threads of every run: the thread count orders float sums, so the table reproduces only with the "
+        "same count (and CPU kind); more threads than cores is slower, not wrong",
+    )
     parser.add_argument("--output-dir", type=Path, default=None, help="default: runs/compare-<dataset>-<time>")
     return parser
 
@@ -93,6 +104,8 @@ def _check(args: argparse.Namespace) -> None:
     bad = [seed for seed in args.seeds if seed < 0]
     if bad:
         raise UsageError(f"--seeds {bad[0]}: out of range; allowed: integers >= 0")
+    if args.threads < 1:
+        raise UsageError(f"--threads {args.threads}: out of range; allowed: an integer >= 1")
     if args.output_dir is not None and args.output_dir.exists() and any(args.output_dir.iterdir()):
         raise UsageError(f"--output-dir {args.output_dir}: not empty; every comparison writes a new folder")
 
@@ -114,6 +127,17 @@ def _profile(args: argparse.Namespace) -> Profile:
         architecture={**PROFILE.architecture, **args.model_kwargs},
         recipe=recipe,
     )
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``threads`` (as it was, after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 @contextlib.contextmanager
@@ -156,10 +180,11 @@ def render_table(record: dict[str, Any]) -> str:
         f"which init for {record['dataset_name']}: {record['train_images']:,} training images, {epochs} "
         f"epoch{'s' * (epochs > 1)}, seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; top-1 on the "
         f"{record['num_eval_images']:,} images of {record['split']}",
-        "",
-        "| init | top-1 | per seed | minus timm's default (paired) | verdict |",
-        "|---|---|---|---|---|",
     ]
+    if record.get("numerics"):  # what the numbers depend on besides the data, the flags and the seeds
+        conditions = f"torch {record['versions']['torch']}, {numerics_line(record['numerics'])}"
+        lines.append(f"({conditions}: other versions, threads or CPU kernels give other numbers)")
+    lines += ["", "| init | top-1 | per seed | minus timm's default (paired) | verdict |", "|---|---|---|---|---|"]
     for arm, scores in record["top1"].items():
         values = list(scores.values())
         mean = f"{statistics.fmean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
@@ -188,7 +213,8 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
     spec = profile.datasets["data"]
     runs = [(arm, seed, out_dir / f"{arm.name}-seed{seed}") for seed in args.seeds for arm in arms]
     start = time.perf_counter()
-    with tqdm(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True) as progress:
+    bar = dict(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True)
+    with _torch_threads(args.threads), tqdm(**bar) as progress:
         for arm, seed, run_dir in runs:
             progress.set_description(f"{arm.name} seed {seed}")
             run_dir.mkdir(parents=True)

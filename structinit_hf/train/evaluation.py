@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from .loading import (
 __all__ = [
     "evaluate",
     "library_versions",
+    "numerics",
     "peak_gpu_memory_mb",
     "results_record",
     "run_evaluation",
@@ -83,8 +86,33 @@ def library_versions() -> dict[str, str]:
         "transformers": transformers.__version__,
         "accelerate": accelerate.__version__,
         "datasets": datasets.__version__,
+        **{name: metadata.version(name) for name in ("torchvision", "numpy", "pillow")},  # decode, crop, RNG
         "structinit_hf": __version__,
     }
+
+
+# environment variables that pick the CPU code path of ATen, MKL or oneDNN (each changes the numbers)
+CODE_PATH_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+
+
+def numerics() -> dict[str, Any]:
+    """What changes a result's floating-point numbers besides the versions, recorded in every ``results.json``:
+    torch's intra-op thread count (it splits reductions, so it orders their sums), the CPU instruction set ATen
+    dispatches to (MKL and oneDNN choose their kernels by the CPU too), any variable that overrides those choices, the
+    GPU, and torch's deterministic settings (see "Reproducing a number" in docs/benchmarks.md)."""
+    record: dict[str, Any] = {
+        "torch_threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "code_path_variables": {name: os.environ[name] for name in CODE_PATH_VARIABLES if name in os.environ},
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+    if torch.cuda.is_available():
+        record["gpu"] = torch.cuda.get_device_name()
+        record["cudnn"] = {
+            "benchmark": torch.backends.cudnn.benchmark,
+            "deterministic": torch.backends.cudnn.deterministic,
+        }
+    return record
 
 
 def results_record(
@@ -116,6 +144,7 @@ def results_record(
         "wall_time_s": round(wall_time_s, 3),
         "args": dict(flags),
         "versions": library_versions(),
+        "numerics": numerics(),
     }
 
 
