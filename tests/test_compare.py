@@ -95,9 +95,9 @@ def test_the_log_counts_what_the_table_counts(tmp_path, monkeypatch, capsys):
 @pytest.mark.slow  # two comparisons of three tiny runs: about a minute
 def test_the_same_compare_prints_the_same_table_whatever_the_machines_thread_count(tmp_path, capsys):
     """Catches a comparison that does not reproduce on the same kind of CPU: torch's thread count (by default the
-    machine's cores) orders its float sums, so two machines with other core counts trained other weights and printed
-    other top-1 (25.70 / 33.10 / 30.00 against the README's 25.70 / 30.60 / 30.30). compare pins the count: started
-    under 1 and under 3 threads, both comparisons train the same bits, print the same table, and say so."""
+    machine's cores) orders its float sums, and on one machine compare's mimetic arm printed 31.80, 33.10 and 31.50
+    top-1 under 1, 2 and 4 threads (docs/benchmarks.md). compare pins the count: started under 1 and under 3 threads,
+    both comparisons train the same bits, print the same table, and say under which threads and CPU."""
     import hashlib
 
     import torch

@@ -305,7 +305,8 @@ def numerics_line(numerics: dict[str, Any]) -> str:
     gpu = f", {numerics['gpu']}" if numerics.get("gpu") else ""
     return (
         f"{numerics['torch_threads']} torch thread{'s' * (numerics['torch_threads'] != 1)}, "
-        f"{numerics['cpu_capability']} CPU kernels{f' ({overrides})' if overrides else ''}{gpu}"
+        f"{numerics['cpu_capability']} CPU kernels{f' ({overrides})' if overrides else ''}"
+        f"{f' on CPU {cpu}' if (cpu := numerics.get('cpu')) else ''}{gpu}"
     )
 
 

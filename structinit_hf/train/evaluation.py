@@ -95,14 +95,33 @@ def library_versions() -> dict[str, str]:
 CODE_PATH_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
 
 
+# CPU features MKL and oneDNN pick kernels by, beyond ATen's capability (AVX512 covers several generations)
+KERNEL_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile")
+
+
+def _cpu() -> str:
+    """``family 6 model 167; avx2 avx512f ... amx_tile``: the CPU generation and the kernel features it has (Linux's
+    ``/proc/cpuinfo``), else what ``platform`` says."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").split("\n\n")[0]
+    except OSError:
+        return platform.processor() or platform.machine()
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    features = [name for name in KERNEL_FEATURES if name in fields.get("flags", "").split()]
+    return f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}; {' '.join(features) or 'none'}"
+
+
 def numerics() -> dict[str, Any]:
     """What changes a result's floating-point numbers besides the versions, recorded in every ``results.json``:
     torch's intra-op thread count (it splits reductions, so it orders their sums), the CPU instruction set ATen
-    dispatches to (MKL and oneDNN choose their kernels by the CPU too), any variable that overrides those choices, the
-    GPU, and torch's deterministic settings (see "Reproducing a number" in docs/benchmarks.md)."""
+    dispatches to, the CPU generation and features MKL and oneDNN choose their kernels by, any variable that
+    overrides those choices, the GPU, and torch's deterministic settings ("Reproducing a number" in
+    docs/benchmarks.md)."""
     record: dict[str, Any] = {
         "torch_threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu": _cpu(),
         "code_path_variables": {name: os.environ[name] for name in CODE_PATH_VARIABLES if name in os.environ},
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
     }
