@@ -16,7 +16,7 @@ OUT = Path(__file__).resolve().parents[1] / "structinit_hf" / "samples" / "cifar
 PER_CLASS = {"train": 256, "test": 100}
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, required=True, help="a full CIFAR-10 folder (img/label parquet)")
     parser.add_argument("--out", type=Path, default=OUT, help="where the two parquet files go (default: the package's)")
     args = parser.parse_args()

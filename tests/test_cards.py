@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from huggingface_hub import ModelCard
 from PIL import Image
 
 from structinit_hf.models.timm_wrapper import save_checkpoint
+from structinit_hf.train import loading
 from structinit_hf.train.cards import CARD_TAGS, TEMPLATE_DIR, build_model_card, model_family, read_results
 from structinit_hf.train.hub import CARD_FILE, stage_repo_folder
 
@@ -217,3 +219,61 @@ def test_each_model_family_has_its_template(run):
     assert "timm's ConViT" in card.text and "gated positional self-attention" in card.text
     assert "stock timm loads it" not in card.text  # only said of the plain-ViT family
     assert {p.name for p in TEMPLATE_DIR.glob("*.md.j2")} >= {"vit.md.j2", "convit.md.j2", "_citation.md.j2"}
+
+
+def _child_card(fine_tuned_from: dict, tmp_path: Path) -> ModelCard:
+    """The published card of a run fine-tuned from the parent that ``fine_tuned_from`` (load_model's record) names."""
+    child, _ = write_run(tmp_path / "child", fine_tuned_from=fine_tuned_from)
+    return ModelCard.load(stage_repo_folder(child, "me/child", tmp_path / "child_repo") / CARD_FILE)
+
+
+def test_a_card_names_a_local_parent_by_what_it_was_not_by_its_path(run, tmp_path):
+    """Catches ``fine-tuned from `.../final``` (a path of the machine that trained, meaningless on the Hub): a local
+    parent is "a local checkpoint" with the dataset its run recorded, and the init it started from."""
+    record = loading.load_model(str(run / "final"), num_classes=3).fine_tuned_from
+    assert (record["hub_id"], record["dataset"]) == (None, "uoft-cs/cifar10")
+    card = _child_card(record, tmp_path)
+    assert (
+        "fine-tuned from a local checkpoint trained on `uoft-cs/cifar10` (classifier re-initialized), a model that "
+        "started\nwith **structured (impulse 3x3) initialization** of its attention" in card.text
+    )
+    assert "Fine-tuned from a local checkpoint (classifier re-initialized) on [uoft-cs/cifar10]" in card.text
+    assert "final" not in card.text and str(run) not in card.text and card.data.base_model is None
+
+
+def _downloaded_repo(run: Path, tmp_path: Path) -> Path:
+    """The published parent as ``snapshot_download(REPO_ID, local_dir=...)`` leaves it: weights, card, results."""
+    return stage_repo_folder(run, REPO_ID, tmp_path / "downloaded")
+
+
+def _hub_cache_snapshot(run: Path, tmp_path: Path) -> Path:
+    """The parent's final/ as the Hub cache keeps a download of REPO_ID (no card in it)."""
+    org, name = REPO_ID.split("/")
+    snapshot = tmp_path / "hub" / f"models--{org}--{name}" / "snapshots" / "0123abcd"
+    snapshot.parent.mkdir(parents=True)
+    shutil.copytree(run / "final", snapshot)
+    return snapshot
+
+
+def _hf_hub_source(monkeypatch) -> str:
+    """``--model hf-hub:REPO_ID`` (timm's weights fetched by create_timm_model, stood in for: the suite is offline)."""
+    monkeypatch.setattr(loading, "create_timm_model", lambda source, **kwargs: torch.nn.Identity())
+    return f"hf-hub:{REPO_ID}"
+
+
+@pytest.mark.parametrize("parent", ["downloaded_repo", "hub_cache_snapshot", "hf_hub_source"])
+def test_a_card_names_a_hub_parent_by_its_hub_id(run, tmp_path, monkeypatch, parent):
+    """Catches a parent from the Hub named by a local path (or as "a local checkpoint"): given as ``hf-hub:<id>``, or
+    as a folder that is a copy of a Hub repo (its card loads ``hf-hub:<id>``, or it sits in the Hub cache), the card
+    links the parent's Hub page and declares it as ``base_model``."""
+    source = {
+        "downloaded_repo": lambda: str(_downloaded_repo(run, tmp_path)),
+        "hub_cache_snapshot": lambda: str(_hub_cache_snapshot(run, tmp_path)),
+        "hf_hub_source": lambda: _hf_hub_source(monkeypatch),
+    }[parent]()
+    record = loading.load_model(source, num_classes=3).fine_tuned_from
+    assert record["hub_id"] == REPO_ID
+    card = _child_card(record, tmp_path)
+    assert f"fine-tuned from [{REPO_ID}](https://huggingface.co/{REPO_ID})" in card.text
+    assert f"Fine-tuned from [{REPO_ID}](https://huggingface.co/{REPO_ID})" in card.text
+    assert card.data.base_model == REPO_ID and "local checkpoint" not in card.text and str(tmp_path) not in card.text

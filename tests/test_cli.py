@@ -213,3 +213,72 @@ def test_an_unknown_model_keyword_names_the_nearest_one(model, typo, nearest):
 
     with pytest.raises(UsageError, match=rf"unknown model keyword '{typo}' for {model} \(did you mean '{nearest}'\?\)"):
         create_timm_model(model, **{typo: 0.1})
+
+
+# every parser factory a command or script uses -> (module, factory, its arguments, an abbreviation, the flag)
+PARSERS = {
+    "train": ("structinit_hf.train.args", "training_parser", (), "--epoch", "--epochs"),
+    "evaluate": ("structinit_hf.train.args", "evaluation_parser", (), "--batch", "--batch-size"),
+    "compare": ("structinit_hf.benchmark.compare_inits", "compare_parser", (), "--seed", "--seeds"),
+    "push-to-hub": ("structinit_hf.train.hub", "push_parser", (), "--revis", "--revision"),
+    "benchmark_small_data": ("structinit_hf.benchmark.small_data", "benchmark_parser", (), "--seed", "--seeds"),
+    "benchmark_solver": ("structinit_hf.benchmark.solver", "solver_parser", (), "--repeat", "--repeats"),
+    "benchmark_memory": ("structinit_hf.benchmark.memory", "memory_parser", (), "--micro", "--micro-batches"),
+    "benchmark_training": ("structinit_hf.benchmark.training_speed", "throughput_parser", (), "--step", "--steps"),
+    "plot_attention": ("structinit_hf.benchmark.plots", "attention_parser", (), "--check", "--checkpoint"),
+    "campaign_attention_distance": (
+        "structinit_hf.benchmark.attention_distance",
+        "attention_distance_parser",
+        (),
+        "--num",
+        "--num-images",
+    ),
+    "campaign_report": ("structinit_hf.benchmark.campaign", "campaign_parser", ("report",), "--ro", "--root"),
+}
+
+
+@pytest.mark.parametrize("command", PARSERS)
+def test_every_parser_refuses_an_abbreviation(command, capsys):
+    """Catches an abbreviation running as the flag it abbreviates (``--epoch 3`` as ``--epochs 3``, ``--seed`` as
+    ``--seeds``): every public parser stops on it with argparse's usage error, exit status 2."""
+    module, name, arguments, prefix, flag = PARSERS[command]
+    parser = getattr(__import__(module, fromlist=[name]), name)(*arguments)
+    required = [word for action in parser._actions if action.required for word in (action.option_strings[0], "x")]
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args([*required, prefix, "3"])
+    assert stop.value.code == 2
+    assert f"unrecognized arguments: {prefix} 3" in capsys.readouterr().err
+    parser.allow_abbrev = True  # the test's own check: argparse would take the prefix for the flag, and no other
+    assert parser.parse_args([*required, prefix, "3"]) == parser.parse_args([*required, flag, "3"])
+
+
+def test_the_dispatcher_refuses_abbreviations(capsys, monkeypatch):
+    """Catches ``structinit-hf compare --seed 1`` running as ``--seeds 1``."""
+    from structinit_hf.__main__ import main
+    from structinit_hf.benchmark import compare_inits
+
+    monkeypatch.setattr(compare_inits, "compare_inits", lambda args: 0)  # never trains, even when the test fails
+
+    with pytest.raises(SystemExit) as stop:
+        main(["compare", "--seed", "1"])
+    assert stop.value.code == 2 and "unrecognized arguments: --seed 1" in capsys.readouterr().err
+
+
+def test_no_parser_is_built_with_abbreviations():
+    """Catches a new ``argparse.ArgumentParser(...)`` in the package, scripts or benchmarks without
+    ``allow_abbrev=False`` (the parametrized test above only knows the factories it lists)."""
+    import ast
+
+    missing = []
+    for path in [*REPO.glob("structinit_hf/**/*.py"), *REPO.glob("scripts/*.py"), *REPO.glob("benchmarks/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", getattr(node.func, "id", "")) == "ArgumentParser"
+            ):
+                keywords = {k.arg: k.value for k in node.keywords}
+                if not (
+                    isinstance(keywords.get("allow_abbrev"), ast.Constant) and keywords["allow_abbrev"].value is False
+                ):
+                    missing.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert missing == []

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from structinit_hf.__main__ import COMMANDS, main
+from structinit_hf.benchmark import compare_inits
 from structinit_hf.benchmark.campaign import compare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,3 +69,54 @@ def test_python_m_lists_the_commands_and_setup_declares_the_console_script():
     config = configparser.ConfigParser()
     config.read(REPO / "setup.cfg")
     assert config["options.entry_points"]["console_scripts"].strip() == "structinit-hf = structinit_hf.__main__:main"
+
+
+def test_the_log_counts_what_the_table_counts(tmp_path, monkeypatch, capsys):
+    """Catches datasets' "Generating train split: 2560 examples" (the rows it caches, printed on a fresh cache) as the
+    only count in the log while the table says 2,500 training images: one line of compare's says both."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path))  # fresh: datasets would count rows
+    profile = compare_inits._profile(compare_inits.compare_parser().parse_args([]))
+    captured = capsys.readouterr()
+    assert captured.out == (
+        "cifar10-sample: 2,560 training rows, 2,500 used (--max-train-samples), 1,000 test rows scored\n"
+    )
+    assert "Generating" not in captured.err and "2560" not in captured.err, captured.err
+    assert profile.recipe["max_train_samples"] == 2500 and datasets.is_progress_bar_enabled()
+
+
+@pytest.mark.slow  # two comparisons of three tiny runs: about a minute
+def test_the_same_compare_prints_the_same_table_whatever_the_machines_thread_count(tmp_path, capsys):
+    """Catches a comparison that does not reproduce on the same kind of CPU: torch's thread count (by default the
+    machine's cores) orders its float sums, and on one machine compare's mimetic arm printed 31.80, 33.10 and 31.50
+    top-1 under 1, 2 and 4 threads (docs/benchmarks.md). compare pins the count: started under 1 and under 3 threads,
+    both comparisons train the same bits, print the same table, and say under which threads and CPU."""
+    import hashlib
+
+    import torch
+
+    tiny = ["--epochs", "1", "--max-train-samples", "96", "--batch-size", "32", "--model-kwargs", "depth=1"]
+    printed, weights = [], []
+    before = torch.get_num_threads()
+    try:
+        for threads, out in ((1, tmp_path / "a"), (3, tmp_path / "b")):
+            torch.set_num_threads(threads)  # another machine's default
+            assert main(["compare", *tiny, "--output-dir", str(out)]) == 0
+            assert torch.get_num_threads() == threads  # given back as it was
+            printed.append(capsys.readouterr().out.replace(str(out), "OUT"))
+            weights.append({run.parent.parent.name: hashlib.sha256(run.read_bytes()).hexdigest()
+                            for run in sorted(out.glob("*/final/model.safetensors"))})  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+    assert len(weights[0]) == 3 and weights[0] == weights[1]
+    assert printed[0] == printed[1]
+    record = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert record["numerics"]["torch_threads"] == compare_inits.THREADS == 2
+    assert (
+        f"(torch {torch.__version__}, 2 torch threads, {torch.backends.cpu.get_cpu_capability()} CPU kernels"
+        in (printed[0])
+    )
+    # the log's count of the data and the table's agree
+    assert "cifar10-sample: 2,560 training rows, 96 used (--max-train-samples), 1,000 test rows scored" in printed[0]
+    assert "96 training images, 1 epoch, seed 0; top-1 on the 1,000 images of test" in printed[0]

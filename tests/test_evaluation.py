@@ -143,3 +143,43 @@ def test_script_user_error_is_one_line_exit_2_and_debug_shows_the_traceback(crop
     assert "Traceback" not in done.stderr
     debug = subprocess.run([*command, "--debug"], capture_output=True, text=True, timeout=300)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "predicts 3 classes" in debug.stderr
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+@pytest.mark.parametrize(
+    ("model", "kind"), [("hf-hub:made-up-org/no-such-model", "timm"), ("made-up-org/no-such-model", "transformers")]
+)
+def test_a_hub_model_offline_is_one_line_naming_it_and_hf_hub_offline(command, model, kind, tmp_path, capsys):
+    """Catches timm's "An error happened while trying to locate the file on the Hub" (it names neither the model nor
+    HF_HUB_OFFLINE) reaching the user of train or evaluate, or the two commands wording the same case apart."""
+    from structinit_hf.train.args import training_parser
+    from structinit_hf.train.loop import train
+
+    parser, function = (training_parser(), train) if command == "train" else (evaluation_parser(), run_evaluation)
+    out = ["--output-dir", str(tmp_path / "run")] if command == "train" else ["--output", str(tmp_path / "r.json")]
+    assert run_script(parser, function, ["--model", model, "--dataset", "cifar10-sample", *out]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"error: {kind} model {model!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a local "
+        "checkpoint folder, or run once online to cache it"
+    )
+
+
+def test_every_record_says_what_changes_its_numbers(monkeypatch):
+    """Catches a results.json that cannot tell two machines apart: the same versions and flags give other numbers
+    under another torch thread count, another CPU instruction set or a variable that picks MKL's or oneDNN's kernels
+    (measured: docs/benchmarks.md), and other decoding or cropping under other torchvision, numpy or pillow."""
+    from structinit_hf.train.evaluation import library_versions, numerics
+
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        recorded = numerics()
+    finally:
+        torch.set_num_threads(before)
+    assert recorded["torch_threads"] == 1 and recorded["code_path_variables"] == {"MKL_CBWR": "AVX2"}
+    assert recorded["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    if sys.platform == "linux":  # the generation and features MKL picks kernels by, which AVX512 alone does not say
+        assert recorded["cpu"].startswith("family ") and " model " in recorded["cpu"]
+    assert recorded["deterministic_algorithms"] is False
+    assert {"torch", "timm", "torchvision", "numpy", "pillow"} <= set(library_versions())

@@ -79,7 +79,8 @@ def test_a_checkpoint_fine_tunes_on_other_classes(parent, tmp_path):
     assert config["structinit"] == parent_config["structinit"] and config["structinit"]["attention_init"] == "impulse"
     assert config["fine_tuned_from"] == results["fine_tuned_from"]
     assert results["fine_tuned_from"] == {
-        "model": str(parent.final), "head": "re-initialized", "checkpoint_classes": 4, "resampled": []
+        "model": str(parent.final), "head": "re-initialized", "checkpoint_classes": 4, "resampled": [],
+        "hub_id": None, "dataset": str(parent.root / "data"),
     }  # fmt: skip
     assert results["init"] == parent_config["structinit"] and results["label_names"] == ["x", "y", "z"]
 
@@ -126,7 +127,10 @@ def test_a_fine_tuned_run_publishes_with_its_parent_named(parent, tmp_path):
     command += ["--repo-id", "me/tiny-ft", "--dataset-id", "me/images", "--dry-run"]
     done = subprocess.run(command, env=script_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "fine-tuned from `.../final` (classifier re-initialized), a model that started" in done.stdout
+    assert (
+        "fine-tuned from a local checkpoint trained on `.../data` (classifier re-initialized), a model that started"
+        in done.stdout
+    )
     assert "with **structured (impulse 3x3) initialization**" in done.stdout
     assert "Registered as" not in done.stdout
 

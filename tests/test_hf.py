@@ -125,6 +125,53 @@ def test_previous_release_folder_loads_with_its_logits():
         torch.testing.assert_close(timm_model(images), torch.tensor(expected["logits"]), rtol=0, atol=1e-6)
 
 
+# 0.1's way of asking for a model: its config fields, here at TINY_ARGS' geometry
+RELEASE_0_1_GEOMETRY = dict(image_size=16, patch_size=2, hidden_size=32, num_hidden_layers=2, num_attention_heads=2)
+
+
+@pytest.mark.parametrize(
+    ("fields", "name", "options"),
+    [
+        (dict(attention_init="impulse", impulse_kernel_size=5, init_seed=4), "vit_tiny_impulse5", dict(seed=4)),
+        (
+            dict(attention_init="impulse", impulse_kernel_size=5, impulse_solver="pinv"),
+            "vit_tiny_impulse5",
+            dict(solver="pinv"),
+        ),
+        (dict(attention_init="mimetic", init_seed=1), "vit_tiny_mimetic", dict(seed=1)),
+        (dict(attention_init="default"), "vit_tiny_patch2_32", {}),
+    ],
+)
+def test_the_0_1_config_fields_build_the_model_they_name(fields, name, options):
+    """Catches 0.1's ``StructInitViTConfig(attention_init="impulse", impulse_kernel_size=5)`` silently building the
+    default 3x3 impulse model: its fields build what timm builds for the registered name and keywords they mean."""
+    config = StructInitViTConfig(**fields, **RELEASE_0_1_GEOMETRY, num_labels=3)
+    assert config.architecture == name
+    model = AutoModelForImageClassification.from_config(config).timm_model
+    expected = timm.create_model(name, **TINY_ARGS, **options, num_classes=3)
+    assert model.structinit_settings == expected.structinit_settings
+    for key, value in _init_tensors(expected).items():
+        if name != "vit_tiny_patch2_32" or key == "pos_embed":  # timm's default init is a random draw
+            torch.testing.assert_close(_init_tensors(model)[key], value, rtol=0, atol=0, msg=key)
+
+
+def test_a_0_1_field_that_contradicts_model_args_is_refused():
+    with pytest.raises(
+        ValueError,
+        match=r"impulse_kernel_size=5 \(0.1's name for the timm keyword 'kernel_size'\) "
+        r"contradicts model_args kernel_size=3; pass model_args alone",
+    ):
+        StructInitViTConfig(impulse_kernel_size=5, model_args=dict(TINY_ARGS, kernel_size=3))
+
+
+def test_a_0_1_folder_keeps_its_fields_as_the_record_of_its_init():
+    """0.1's saved folders name a stock architecture with the model_args of the weights: its fields (hidden_size 16,
+    impulse_kernel_size 3 ...) describe the init the weights started from, and change nothing that loads."""
+    config = AutoConfig.from_pretrained(OLD_RELEASE)
+    assert (config.architecture, config.model_args["embed_dim"]) == ("vit_base_patch16_224", 16)
+    assert (config.attention_init, config.impulse_kernel_size, config.hidden_size) == ("impulse", 3, 16)
+
+
 @pytest.mark.slow
 def test_trainer_trains_and_its_checkpoint_reloads(tmp_path: Path):
     model = AutoModelForImageClassification.from_config(StructInitViTConfig(model_args=TINY_ARGS, num_labels=4))

@@ -171,8 +171,9 @@ def plot(record: dict[str, Any], path: Path) -> Path:
 def attention_distance_parser() -> argparse.ArgumentParser:
     """The flags of ``scripts/campaign_attention_distance.py``."""
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Mean attention distance per block, at init and after training, of the campaign's runs under "
-        "each augmentation."
+        "each augmentation.",
     )
     parser.add_argument(
         "--regime", action="append", required=True, help="LABEL=RUNS_DIR, in table order; the first is the reference"

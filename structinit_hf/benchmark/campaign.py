@@ -715,7 +715,7 @@ def write_campaign(root: Path | str = ".", out_dir: Path | str = f"{BENCH}/campa
 
 def campaign_parser(description: str) -> argparse.ArgumentParser:
     """The flags of ``scripts/campaign_report.py``; ``description`` is the first line of its help."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=description)
     parser.add_argument("--root", type=Path, default=Path("."), help="the repository root (default: .)")
     parser.add_argument("--out-dir", type=Path, default=Path(f"{BENCH}/campaign"))
     return parser

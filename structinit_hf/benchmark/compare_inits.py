@@ -19,10 +19,13 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import datasets
+import torch
 from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
@@ -34,15 +37,18 @@ from ..train.loop import train
 from ..train.run_folder import LOCK_FILE, acquire_run_lock
 from .arms import ALL_ARMS, PROFILES, BenchmarkDataset, Profile, select_arms
 from .campaign import LABELS, compare
-from .report import aggregate_runs, write_outputs
+from .report import aggregate_runs, numerics_line, write_outputs
 from .runs import RUN_LOG, RUN_RESULTS, train_argv
 
-__all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "compare_inits", "compare_parser", "render_table"]
+__all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "THREADS", "compare_inits", "compare_parser", "render_table"]
 
 PROFILE = PROFILES["cpu-proxy-n2500"]  # the defaults: the CPU proxy at 2,500 training images
 
 
 DEFAULT_ARMS = ("default", "mimetic", "impulse3")
+
+
+THREADS = 2  # torch threads by default, whatever the machine: the README's table was measured on 2 cores
 
 
 RECIPE_FLAGS = ("epochs", "max_train_samples", "batch_size", "aa", "mixup", "cutmix")  # what compare lets a user set
@@ -52,6 +58,7 @@ def compare_parser() -> argparse.ArgumentParser:
     """The flags of ``structinit-hf compare``."""
     recipe = PROFILE.recipe
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="structinit-hf compare",
         description="Train timm's default, mimetic and impulse init side by side on the same images, order and seed; "
         "print test top-1 per init, the paired difference to timm's default and (2+ seeds) the tie-rule verdict.",
@@ -79,6 +86,13 @@ def compare_parser() -> argparse.ArgumentParser:
         action=KeyValueAction,
         help=f"architecture of every arm, over the proxy's {dict(PROFILE.architecture)}, e.g. img_size=32",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=THREADS,
+        help="torch threads of every run: the thread count orders float sums, so the table reproduces only with the "
+        "same count (and CPU kind); more threads than cores is slower, not wrong",
+    )
     parser.add_argument("--output-dir", type=Path, default=None, help="default: runs/compare-<dataset>-<time>")
     return parser
 
@@ -92,6 +106,8 @@ def _check(args: argparse.Namespace) -> None:
     bad = [seed for seed in args.seeds if seed < 0]
     if bad:
         raise UsageError(f"--seeds {bad[0]}: out of range; allowed: integers >= 0")
+    if args.threads < 1:
+        raise UsageError(f"--threads {args.threads}: out of range; allowed: an integer >= 1")
     if args.output_dir is not None and args.output_dir.is_dir():
         foreign = sorted(path.name for path in args.output_dir.iterdir() if not _comparison_entry(path))
         if foreign:
@@ -132,8 +148,10 @@ def _profile(args: argparse.Namespace) -> Profile:
     images; one with a training split only (an image folder) holds out 10% of it instead."""
     local = Path(args.dataset).expanduser().exists()
     recipe = {**PROFILE.recipe, **{flag: getattr(args, flag) for flag in RECIPE_FLAGS}}
-    splits = load_raw_dataset(args.dataset)
+    with _quiet_datasets():  # its "Generating train split: N examples" counts rows, not what trains: _data_line does
+        splits = load_raw_dataset(args.dataset)
     recipe["val_split"] = 0.0 if any(name in splits for name in ("test", *VALIDATION_SPLITS)) else 0.1
+    print(_data_line(_dataset_name(args.dataset), splits, recipe))
     return replace(
         PROFILE,
         name="compare",
@@ -141,6 +159,45 @@ def _profile(args: argparse.Namespace) -> Profile:
         architecture={**PROFILE.architecture, **args.model_kwargs},
         recipe=recipe,
     )
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``threads`` (as it was, after)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """datasets' progress bars off (as they were, after)."""
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
+
+
+def _data_line(name: str, splits: datasets.DatasetDict, recipe: dict[str, Any]) -> str:
+    """What the comparison reads of the data, in the words of its table: ``cifar10-sample: 2,560 training rows,
+    2,500 used (--max-train-samples), 1,000 test rows scored``."""
+    rows, limit = len(splits["train"]) if "train" in splits else 0, recipe["max_train_samples"]
+    scored = next((split for split in ("test", *VALIDATION_SPLITS) if split in splits), None)
+    words = [f"{rows:,} training rows"]
+    if scored is None:
+        words.append(f"{recipe['val_split']:.0%} of them held out and scored")
+    words.append("all the rest used" if scored is None else "all used")
+    if limit is not None and limit < (rows if scored else rows * (1 - recipe["val_split"])):
+        words[-1] = f"{limit:,} used (--max-train-samples)"
+    if scored is not None:
+        words.append(f"{len(splits[scored]):,} {scored} rows scored")
+    return f"{name}: {', '.join(words)}"
 
 
 def _dataset_name(dataset: str) -> str:
@@ -155,10 +212,11 @@ def render_table(record: dict[str, Any]) -> str:
         f"which init for {record['dataset_name']}: {record['train_images']:,} training images, {epochs} "
         f"epoch{'s' * (epochs > 1)}, seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; top-1 on the "
         f"{record['num_eval_images']:,} images of {record['split']}",
-        "",
-        "| init | top-1 | per seed | minus timm's default (paired) | verdict |",
-        "|---|---|---|---|---|",
     ]
+    if record.get("numerics"):  # what the numbers depend on besides the data, the flags and the seeds
+        conditions = f"torch {record['versions']['torch']}, {numerics_line(record['numerics'])}"
+        lines.append(f"({conditions}: other versions, threads or CPU kernels give other numbers)")
+    lines += ["", "| init | top-1 | per seed | minus timm's default (paired) | verdict |", "|---|---|---|---|---|"]
     for arm, scores in record["top1"].items():
         values = list(scores.values())
         mean = f"{statistics.fmean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
@@ -204,8 +262,9 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         file=sys.stderr,
     )
     start = time.perf_counter()
+    bar = dict(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True)
     try:
-        with tqdm(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True) as progress:
+        with _torch_threads(args.threads), tqdm(**bar) as progress:
             progress.update(len(finished) * args.epochs)
             for arm, seed, run_dir in runs:
                 if run_dir in finished:

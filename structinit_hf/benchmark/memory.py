@@ -56,8 +56,9 @@ print(json.dumps({"micro_batch": micro, "before": before, "peak": status("VmHWM"
 def memory_parser() -> argparse.ArgumentParser:
     """The flags of ``scripts/benchmark_memory.py``."""
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Peak memory of one training step per image, for the paper's architecture (ViT-Tiny, 32 px, "
-        "patch 2, depth 12)."
+        "patch 2, depth 12).",
     )
     parser.add_argument("--model", default="vit_tiny_impulse3", help="timm name (the paper's architecture)")
     parser.add_argument("--micro-batches", type=int, nargs="+", default=[8, 16, 32, 64])

@@ -266,8 +266,9 @@ def draw_attention_pictures(
 def attention_parser() -> argparse.ArgumentParser:
     """The flags of ``scripts/plot_attention.py``."""
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Draw attention like the paper's Figure 3, and ConViT's non-locality, at initialization and after "
-        "training."
+        "training.",
     )
     parser.add_argument(
         "--model",

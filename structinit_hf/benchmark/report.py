@@ -141,6 +141,7 @@ def aggregate_runs(
         "wall_clock_s": None if wall_clock_s is None else round(wall_clock_s, 1),
         "jobs": jobs,
         "versions": first["versions"],
+        "numerics": first.get("numerics"),  # threads and CPU kernels (runs before 0.3 did not record them)
         "arms": arms,
     }
 
@@ -298,6 +299,17 @@ def _recipe_lines(record: dict[str, Any]) -> list[str]:
     ]
 
 
+def numerics_line(numerics: dict[str, Any]) -> str:
+    """``2 torch threads, AVX512 CPU kernels``: what, besides the versions, a result's numbers depend on."""
+    overrides = ", ".join(f"{name}={value}" for name, value in numerics.get("code_path_variables", {}).items())
+    gpu = f", {numerics['gpu']}" if numerics.get("gpu") else ""
+    return (
+        f"{numerics['torch_threads']} torch thread{'s' * (numerics['torch_threads'] != 1)}, "
+        f"{numerics['cpu_capability']} CPU kernels{f' ({overrides})' if overrides else ''}"
+        f"{f' on CPU {cpu}' if (cpu := numerics.get('cpu')) else ''}{gpu}"
+    )
+
+
 def _time_and_best_run_lines(record: dict[str, Any]) -> list[str]:
     """The time taken and the library versions, then each arm's best run and the command that publishes one."""
     dataset_id = f" --dataset-id {record['dataset_hub_id']}" if record["dataset_hub_id"] else ""
@@ -307,6 +319,7 @@ def _time_and_best_run_lines(record: dict[str, Any]) -> list[str]:
         f"- wall clock: {_duration(record['wall_clock_s'])} ({record['jobs']} run(s) at a time); sum over runs "
         f"(each including start-up and evaluation): {_duration(record['run_time_s'])}",
         "- " + ", ".join(f"{name} {version}" for name, version in record["versions"].items()),
+        *([f"- {numerics_line(record['numerics'])}"] if record.get("numerics") else []),
         "",
         "## Best run of each arm (highest last-epoch validation top-1)",
         "",

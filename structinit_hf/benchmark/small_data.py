@@ -149,6 +149,7 @@ def _train_runs(profile: Profile, spec: BenchmarkDataset, pending: list[tuple[Ar
 def benchmark_parser() -> argparse.ArgumentParser:
     """The flags of ``scripts/benchmark_small_data.py``."""
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Train every attention init (and ConViT) with one recipe on small data; write the "
         "paper-style table, curves and raw results. Rerun the same command to resume.",
     )

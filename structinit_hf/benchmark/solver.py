@@ -304,7 +304,9 @@ def _init_health_lines(result: dict) -> list[str]:
 
 
 def solver_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=Path("../shared/data/cifar10-small"))
     parser.add_argument("--num-images", type=int, default=64)
     parser.add_argument("--arms", nargs="+", default=list(HEALTH_ARMS), choices=tuple(ALL_ARMS))

@@ -124,8 +124,9 @@ def input_pipeline(args: argparse.Namespace, pipeline: str, workers: int) -> flo
 def throughput_parser() -> argparse.ArgumentParser:
     """The flags of ``scripts/benchmark_training.py``."""
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Training throughput of scripts/train.py against a bare PyTorch loop, in one process, on this "
-        "machine's device."
+        "machine's device.",
     )
     parser.add_argument("--data", default="../shared/data/cifar10-small")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/training"))

@@ -25,10 +25,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
-from timm.models import filter_pretrained_cfg
+from timm.models import filter_pretrained_cfg, is_model, is_model_in_modules
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -41,6 +42,7 @@ from transformers import (
 )
 
 from ..atomic import replace_folder
+from ..init.options import IMPULSE_KWARGS
 
 __all__ = [
     "StructInitViTConfig",
@@ -72,6 +74,57 @@ class StructInitViTConfig(TimmWrapperConfig):
     model_type = "structinit_vit"
 
     architecture: str = "vit_tiny_impulse3"
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        """Build what 0.1's fields asked for (its ``StructInitViTConfig(attention_init="impulse",
+        impulse_kernel_size=5)`` built a 5x5 impulse model): on this package's names they become ``model_args`` and
+        the registered name of the init; on a stock timm architecture (0.1's saved folders name one, with the
+        ``model_args`` that rebuild the weights) they stay the record of the init the weights started from."""
+        release_0_1 = {name: kwargs.pop(name) for name in list(kwargs) if name in _RELEASE_0_1_FIELDS}
+        if release_0_1 and is_model_in_modules(self.architecture, ["structinit_vit"]):
+            model_args = dict(self.model_args or {})
+            for name, value in release_0_1.items():
+                keyword = _RELEASE_0_1_FIELDS[name]
+                if value is None:  # 0.1's "the preset's value"
+                    continue
+                if model_args.get(keyword, value) != value:
+                    raise ValueError(
+                        f"StructInitViTConfig: {name}={value!r} (0.1's name for the timm keyword {keyword!r}) "
+                        f"contradicts model_args {keyword}={model_args[keyword]!r}; pass model_args alone"
+                    )
+                model_args[keyword] = value
+            self.model_args = model_args
+            if self.architecture == type(self).architecture and "attention_init" in release_0_1:
+                self.architecture = _registered_tiny_name(model_args)
+        else:
+            kwargs.update(release_0_1)
+        super().__post_init__(**kwargs)
+
+
+# 0.1's config fields -> the timm.create_model keyword each one is now (0.1 described the model by these fields)
+_RELEASE_0_1_FIELDS = {
+    "attention_init": "attention_init",
+    "impulse_kernel_size": "kernel_size",
+    "init_seed": "seed",
+    **{f"impulse_{name}": name for name in IMPULSE_KWARGS if name not in ("kernel_size", "seed")},
+    "image_size": "img_size",
+    "num_channels": "in_chans",
+    "hidden_size": "embed_dim",
+    "num_hidden_layers": "depth",
+    "num_attention_heads": "num_heads",
+    "pooling": "global_pool",
+    "position_embedding": "pos_embed",
+    **{name: name for name in ("patch_size", "mlp_ratio", "qkv_bias", "class_token", "drop_path_rate")},
+    **{name: name for name in ("drop_rate", "pos_drop_rate", "proj_drop_rate", "attn_drop_rate")},
+}
+
+
+def _registered_tiny_name(model_args: dict[str, Any]) -> str:
+    """The registered ViT-Tiny (0.1's default geometry: 32 px, patch 2) of the init ``model_args`` name."""
+    init = model_args["attention_init"]
+    name = {"mimetic": "vit_tiny_mimetic", "default": "vit_tiny_patch2_32"}.get(init)
+    impulse = f"vit_tiny_impulse{model_args.get('kernel_size', 3)}"
+    return name or (impulse if is_model(impulse) else "vit_tiny_impulse3")
 
 
 class _StructInitViTMixin:

@@ -326,7 +326,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def evaluation_parser() -> argparse.ArgumentParser:
     """Every flag of ``scripts/evaluate.py``."""
-    parser = argparse.ArgumentParser(description="Score an image classifier on one split of a dataset.")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description="Score an image classifier on one split of a dataset."
+    )
     add_model_arguments(parser)
     add_dataset_arguments(parser)
     _add_split_arguments(parser, evaluation=True)
@@ -344,6 +346,7 @@ def evaluation_parser() -> argparse.ArgumentParser:
 def training_parser() -> argparse.ArgumentParser:
     """Every flag of ``scripts/train.py``; the defaults are the paper's CIFAR recipe."""
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Train a ViT (or any timm / transformers classifier) on an image-classification dataset.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

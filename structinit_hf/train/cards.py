@@ -152,16 +152,36 @@ def _versions_line(versions: dict[str, Any]) -> str:
     return ", ".join(f"{name} {value}" for name, value in versions.items()) or "versions not recorded"
 
 
+def _parent_hub_id(fine_tuned_from: dict[str, Any] | None) -> str | None:
+    """The Hub id of the checkpoint a run was fine-tuned from, as loading recorded it (runs of 0.2 recorded only
+    ``model``: an ``hf-hub:`` source there is a Hub id), else ``None``."""
+    if not fine_tuned_from:
+        return None
+    source = fine_tuned_from["model"]
+    return fine_tuned_from.get("hub_id", source.removeprefix("hf-hub:") if source.startswith("hf-hub:") else None)
+
+
 def _origin(fine_tuned_from: dict[str, Any] | None) -> dict[str, str]:
-    """How the weights began, in the card's words: from scratch, or fine-tuned from a checkpoint (``origin`` ends
-    where the init's name follows; ``training_origin`` starts the training section)."""
+    """How the weights began, in the card's words: from scratch, or fine-tuned from a checkpoint, named by its Hub id
+    when it has one, else "a local checkpoint" with the dataset it was trained on (its path means nothing on the Hub;
+    the init it started from follows in the same sentence). ``origin`` ends where the init's name follows;
+    ``training_origin`` starts the training section."""
     if not fine_tuned_from:
         return dict(origin="trained from scratch", training_origin="Trained from scratch")
-    parent = f"`{_format_value(fine_tuned_from['model'])}`"
     head = {"kept": "classifier kept", "re-initialized": "classifier re-initialized"}.get(fine_tuned_from.get("head"))
+    head = f" ({head})" if head else ""
+    hub_id = _parent_hub_id(fine_tuned_from)
+    if hub_id:
+        parent = f"[{hub_id}](https://huggingface.co/{hub_id})"
+        return dict(
+            origin=f"fine-tuned from {parent}{head}, a model that started",
+            training_origin=f"Fine-tuned from {parent}{head}",
+        )
+    dataset = fine_tuned_from.get("dataset")
+    trained_on = f" trained on `{_format_value(dataset)}`" if dataset else ""
     return dict(
-        origin=f"fine-tuned from {parent}{f' ({head})' if head else ''}, a model that started",
-        training_origin=f"Fine-tuned from {parent}{f' ({head})' if head else ''}",
+        origin=f"fine-tuned from a local checkpoint{trained_on}{head}, a model that started",
+        training_origin=f"Fine-tuned from a local checkpoint{head}",
     )
 
 
@@ -197,7 +217,8 @@ def _architecture_context(
 
 
 def _card_metadata(results: dict[str, Any], dataset: str, repo_name: str, license: str) -> ModelCardData:
-    """The card's YAML header: library, task, license, tags, dataset, and top-1/top-5 as a ``model-index``."""
+    """The card's YAML header: library, task, license, tags, dataset, the parent's Hub id (``base_model``) of a
+    fine-tuned run, and top-1/top-5 as a ``model-index``."""
     eval_common = dict(
         task_type="image-classification",
         task_name="Image Classification",
@@ -209,6 +230,7 @@ def _card_metadata(results: dict[str, Any], dataset: str, repo_name: str, licens
     return ModelCardData(
         model_name=repo_name,
         library_name="timm",
+        base_model=_parent_hub_id(results.get("fine_tuned_from")),
         pipeline_tag="image-classification",
         license=license,
         tags=list(CARD_TAGS),

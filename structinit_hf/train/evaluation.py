@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ from .loading import (
 __all__ = [
     "evaluate",
     "library_versions",
+    "numerics",
     "peak_gpu_memory_mb",
     "results_record",
     "run_evaluation",
@@ -84,8 +87,52 @@ def library_versions() -> dict[str, str]:
         "transformers": transformers.__version__,
         "accelerate": accelerate.__version__,
         "datasets": datasets.__version__,
+        **{name: metadata.version(name) for name in ("torchvision", "numpy", "pillow")},  # decode, crop, RNG
         "structinit_hf": __version__,
     }
+
+
+# environment variables that pick the CPU code path of ATen, MKL or oneDNN (each changes the numbers)
+CODE_PATH_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+
+
+# CPU features MKL and oneDNN pick kernels by, beyond ATen's capability (AVX512 covers several generations)
+KERNEL_FEATURES = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile")
+
+
+def _cpu() -> str:
+    """``family 6 model 167; avx2 avx512f ... amx_tile``: the CPU generation and the kernel features it has (Linux's
+    ``/proc/cpuinfo``), else what ``platform`` says."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").split("\n\n")[0]
+    except OSError:
+        return platform.processor() or platform.machine()
+    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    features = [name for name in KERNEL_FEATURES if name in fields.get("flags", "").split()]
+    return f"family {fields.get('cpu family', '?')} model {fields.get('model', '?')}; {' '.join(features) or 'none'}"
+
+
+def numerics() -> dict[str, Any]:
+    """What changes a result's floating-point numbers besides the versions, recorded in every ``results.json``:
+    torch's intra-op thread count (it splits reductions, so it orders their sums), the CPU instruction set ATen
+    dispatches to, the CPU generation and features MKL and oneDNN choose their kernels by, any variable that
+    overrides those choices, the GPU, and torch's deterministic settings ("Reproducing a number" in
+    docs/benchmarks.md)."""
+    record: dict[str, Any] = {
+        "torch_threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu": _cpu(),
+        "code_path_variables": {name: os.environ[name] for name in CODE_PATH_VARIABLES if name in os.environ},
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+    }
+    if torch.cuda.is_available():
+        record["gpu"] = torch.cuda.get_device_name()
+        record["cudnn"] = {
+            "benchmark": torch.backends.cudnn.benchmark,
+            "deterministic": torch.backends.cudnn.deterministic,
+        }
+    return record
 
 
 def results_record(
@@ -117,6 +164,7 @@ def results_record(
         "wall_time_s": round(wall_time_s, 3),
         "args": dict(flags),
         "versions": library_versions(),
+        "numerics": numerics(),
     }
 
 

@@ -265,7 +265,9 @@ def _upload(
 
 def push_parser() -> argparse.ArgumentParser:
     """The flags of ``structinit-hf push-to-hub`` (``scripts/push_to_hub.py``)."""
-    parser = argparse.ArgumentParser(description="Publish a trained run on the Hugging Face Hub with its model card.")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description="Publish a trained run on the Hugging Face Hub with its model card."
+    )
     parser.add_argument("--run-dir", required=True, help="output folder of a training run (final/ + results.json)")
     parser.add_argument("--repo-id", required=True, help="model repo to create or update, 'namespace/name'")
     parser.add_argument("--private", action="store_true", help="create the repo private")

@@ -16,6 +16,7 @@ import re
 import sys
 import typing
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -264,7 +265,8 @@ def _checkpoint_kwargs(source: str, config: dict[str, Any], model_kwargs: dict[s
 def _fine_tune_record(
     source: str, config: dict[str, Any], num_classes: int | None, model_kwargs: dict[str, Any]
 ) -> dict[str, Any]:
-    """What loading ``source`` for training changes: the classifier kept or re-initialized, and what was resampled."""
+    """What loading ``source`` for training changes: the classifier kept or re-initialized, and what was resampled;
+    and what the parent folder says of itself (:func:`_parent_folder_record`)."""
     saved_classes = config.get("num_classes", (config.get("pretrained_cfg") or {}).get("num_classes"))
     head = "kept" if num_classes is None or num_classes == saved_classes else "re-initialized"
     saved = config.get("model_args") or {}
@@ -273,7 +275,34 @@ def _fine_tune_record(
         for name in _RESAMPLED
         if name in model_kwargs and _side(model_kwargs[name]) != _side(saved.get(name))
     ]
-    return {"model": source, "head": head, "checkpoint_classes": saved_classes, "resampled": changes}
+    record = {"model": source, "head": head, "checkpoint_classes": saved_classes, "resampled": changes}
+    return {**record, **_parent_folder_record(Path(source).expanduser())}
+
+
+# a model card that loads its own repo as timm does (card_templates/_usage.md.j2 writes one for every published run)
+_CARD_HUB_ID = re.compile(r"hf-hub:([A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)")
+
+
+def _parent_folder_record(folder: Path) -> dict[str, Any]:
+    """What a checkpoint folder says of itself, for the card of a model fine-tuned from it: ``hub_id``, the Hub repo
+    it is a copy of (a Hub cache snapshot ``models--<org>--<name>/snapshots/<revision>``, or a model card in it that
+    loads exactly one ``hf-hub:<id>``), else ``None``; ``dataset``, what its run trained on (its ``results.json``,
+    beside the weights in a published repo, one folder up from a run's ``final/``), else ``None``."""
+    parts = folder.resolve().parts
+    cached = [name for name, below in pairwise(parts) if name.startswith("models--") and below == "snapshots"]
+    hub_id = cached[-1].removeprefix("models--").replace("--", "/", 1) if cached else None
+    card = folder / "README.md"
+    if hub_id is None and card.is_file():
+        named = set(_CARD_HUB_ID.findall(card.read_text(encoding="utf-8", errors="replace")))
+        hub_id = named.pop() if len(named) == 1 else None
+    dataset = None
+    for results in (folder / "results.json", *([folder.parent / "results.json"] if folder.name == "final" else [])):
+        try:
+            dataset = json.loads(results.read_text(encoding="utf-8")).get("dataset")
+            break
+        except (OSError, ValueError, AttributeError):  # none there, or not a run's record
+            continue
+    return {"hub_id": hub_id, "dataset": dataset if isinstance(dataset, str) else None}
 
 
 def _side(size: Any) -> Any:
@@ -295,6 +324,15 @@ def _damaged(source: str, error: Exception) -> UsageError:
     return UsageError(
         f"--model {source}: its weights could not be read ({first_line}); the file is damaged or incomplete: pass a "
         "complete checkpoint folder, such as a finished run's final/"
+    )
+
+
+def _not_cached(source: str, kind: str) -> FileNotFoundError:
+    """The one wording for a Hub model (``hf-hub:`` timm weights, a transformers id) that ``HF_HUB_OFFLINE`` keeps
+    out of reach and the local cache lacks; train and evaluate both load through :func:`load_model`."""
+    return FileNotFoundError(
+        f"{kind} model {source!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a local checkpoint "
+        "folder, or run once online to cache it"
     )
 
 
@@ -345,7 +383,13 @@ def load_model(
         return LoadedModel(model, init, _fine_tune_record(source, config, num_classes, dict(model_kwargs or {})))
     if source.startswith("hf-hub:"):
         ensure_hub_reachable(source.removeprefix("hf-hub:"), "model")
-        return LoadedModel(create_timm_model(source, pretrained=True, **timm_kwargs), {}, {"model": source})
+        try:
+            model = create_timm_model(source, pretrained=True, **timm_kwargs)
+        except OSError as error:
+            if not is_offline_mode():
+                raise
+            raise _not_cached(source, "timm") from error
+        return LoadedModel(model, {}, {"model": source, "hub_id": source.removeprefix("hf-hub:"), "dataset": None})
     if source.startswith((".", "/", "~")) or (os.sep in source and source.count("/") != 1):
         raise UsageError(f"model folder {source!r} does not exist; pass a checkpoint folder (with config.json)")
     if timm.is_model(source):
@@ -365,11 +409,8 @@ def load_model(
         except OSError as error:
             if not is_offline_mode():
                 raise
-            raise FileNotFoundError(
-                f"transformers model {source!r} is not in the local Hub cache and HF_HUB_OFFLINE is set; pass a "
-                "local checkpoint folder, or run once online to cache it"
-            ) from error
-        return LoadedModel(model, {}, {"model": source})
+            raise _not_cached(source, "transformers") from error
+        return LoadedModel(model, {}, {"model": source, "hub_id": source, "dataset": None})
     raise UsageError(
         f"unknown model {source!r}{did_you_mean(source, timm.list_models())}: expected a timm model name "
         "(timm.list_models()), a local checkpoint folder, 'hf-hub:<repo id>' or a transformers Hub id"
