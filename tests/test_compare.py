@@ -120,3 +120,12 @@ def test_the_same_compare_prints_the_same_table_whatever_the_machines_thread_cou
     # the log's count of the data and the table's agree
     assert "cifar10-sample: 2,560 training rows, 96 used (--max-train-samples), 1,000 test rows scored" in printed[0]
     assert "96 training images, 1 epoch, seed 0; top-1 on the 1,000 images of test" in printed[0]
+
+
+def test_the_readme_shows_the_committed_compare_output():
+    """The README's table is the one `scripts/benchmark_compare.sh` recorded with the torch a fresh install gets."""
+    committed = (REPO / "benchmarks/compare/torch-2.14.1/output.md").read_text().splitlines()
+    readme = (REPO / "README.md").read_text()
+    rows = [line for line in committed if line.startswith("| ")]
+    assert len(rows) == 4 and all(row in readme for row in rows)
+    assert committed[1] in readme  # the heading: images, epochs, seed, scored split
