@@ -46,13 +46,17 @@ def architecture(width: int) -> dict:
     return dict(img_size=16, patch_size=2, depth=12, embed_dim=width, num_heads=3, num_classes=10)
 
 
-def _mimetic_part(part: str, beta_scale: float = 1.0):
+def _mimetic_part(part: str, beta_scale: float | None = 1.0):
+    """Mimetic init's query/key part, value/output part or both on timm's default ViT; ``beta_scale=None`` scales the
+    identity coefficient by ``sqrt(16 / head_dim)``, so that its logit bias is width 48's at every width."""
+
     def build(width: int) -> torch.nn.Module:
         model = timm.create_model("vit_tiny_patch2_32", **architecture(width))
         layout = vit_layout(model)
         if part in ("qk", "both"):
             for index, slot in enumerate(layout.attentions):
-                q, k = mimetic_qk(layout.dim, slot.num_heads, slot.head_dim, beta=0.7 * beta_scale, seed=1000 * index)
+                scale = (16 / slot.head_dim) ** 0.5 if beta_scale is None else beta_scale
+                q, k = mimetic_qk(layout.dim, slot.num_heads, slot.head_dim, beta=0.7 * scale, seed=1000 * index)
                 slot.write_qk(q, k)
         if part in ("vo", "both"):
             _apply_mimetic_vo(layout, 0)
@@ -70,6 +74,7 @@ VARIANTS = {
     "mimetic": _registered("vit_tiny_mimetic"),
     "shift": _registered("vit_tiny_impulse3"),
     "v2": _registered("vit_tiny_impulse3", preset="v2"),
+    "mimetic-beta-by-head-dim": _mimetic_part("both", beta_scale=None),  # beta 0.7 * sqrt(16 / head_dim)
     "mimetic-qk-only": _mimetic_part("qk"),
     "mimetic-vo-only": _mimetic_part("vo"),
     "shift-vo-default": _registered("vit_tiny_impulse3", value_init="default"),
