@@ -23,6 +23,7 @@ import argparse
 import io
 import json
 import math
+import statistics
 import time
 from pathlib import Path
 
@@ -167,6 +168,54 @@ def probe(build, width, images, labels, *, lr, steps, warmup, total, batch, seed
     return {"loss": losses, "after": attention_stats(model, images[:256])}
 
 
+def report(record: dict) -> str:
+    """diagnosis.md: the build statistics per width and variant, then the probes' third-epoch training loss."""
+    mean = statistics.fmean
+    lines = [
+        "# The width-192 stall: attention at build and the first 27 steps",
+        "",
+        "`python benchmarks/width/diagnose_stall.py` (see its docstring); means over the 12 blocks, one batch of 256 "
+        "images of the embedded sample at 16 px.",
+        "",
+        "## At build",
+        "",
+        "| width (head dim) | init | attention entropy / uniform | mean max weight | logit std | identity part "
+        "of Q_h K_h^T / sqrt(d_h) | gradient norm per block |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key, entry in record["results"].items():
+        width, name = key.split("/")
+        b, size = entry["build"], int(width[1:])
+        lines.append(
+            f"| {size} ({size // 3}) | {name} | {mean(b['entropy']):.3f} | {mean(b['max_weight']):.3f} | "
+            f"{mean(b['logit_std']):.2f} | {mean(b['qk_identity']):.3f} | {mean(b['grad_norm']):.3f} |"
+        )
+    lines += [
+        "",
+        "## The first 27 steps (3 epochs of compare: 9 warm-up steps, cosine over 90)",
+        "",
+        "Training loss averaged over steps 19-27 (the third epoch), per seed, and the attention after step 27.",
+        "",
+        "| width | init | lr | loss, 3rd epoch: mean (per seed) | entropy after | logit std after |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, entry in record["results"].items():
+        width, name = key.split("/")
+        probes: dict[str, list] = {}
+        for run, probe in entry.items():
+            if run != "build":
+                probes.setdefault(run.split("-seed")[0], []).append(probe)
+        for setting, runs in probes.items():
+            third = [mean(probe["loss"][18:27]) for probe in runs]
+            after = [probe["after"] for probe in runs]
+            lines.append(
+                f"| {width[1:]} | {name} | {setting.split('-')[0][2:]} | {mean(third):.3f} "
+                f"({', '.join(f'{v:.3f}' for v in third)}) | {mean(mean(a['entropy']) for a in after):.3f} | "
+                f"{mean(mean(a['logit_std']) for a in after):.2f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--widths", nargs="+", type=int, default=[48, 96, 192])
@@ -180,7 +229,11 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=2560)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--report", action="store_true", help="only write <out>.md from the record")
     args = parser.parse_args()
+    if args.report:
+        args.out.with_suffix(".md").write_text(report(json.loads(args.out.read_text())))
+        return
     torch.set_num_threads(args.threads)
     images, labels = load_sample(args.images)
     record = json.loads(args.out.read_text()) if args.out.is_file() else {}
