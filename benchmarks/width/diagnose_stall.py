@@ -130,6 +130,22 @@ def attention_stats(model: torch.nn.Module, images: torch.Tensor) -> dict:
     return {key: [block[key] for block in per_block] for key in per_block[0]}
 
 
+def content_through_depth(model: torch.nn.Module, images: torch.Tensor) -> list[float]:
+    """Each token's own content (its deviation from the mean token) after every block, relative to the patch
+    embedding's: how much of what a token holds the residual stream keeps through depth at build."""
+    outputs = []
+    hooks = [
+        module.register_forward_hook(lambda m, a, out: outputs.append(out))
+        for module in (model.patch_drop, *model.blocks)
+    ]
+    with torch.no_grad():
+        model(images)
+    for hook in hooks:
+        hook.remove()
+    content = [(out - out.mean(1, keepdim=True)).norm(dim=-1).mean().item() for out in outputs]
+    return [value / content[0] for value in content[1:]]
+
+
 def block_grad_norms(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor) -> list[float]:
     model.zero_grad()
     F.cross_entropy(model(images), labels, label_smoothing=0.1).backward()
@@ -180,15 +196,16 @@ def report(record: dict) -> str:
         "## At build",
         "",
         "| width (head dim) | init | attention entropy / uniform | mean max weight | logit std | identity part "
-        "of Q_h K_h^T / sqrt(d_h) | gradient norm per block |",
-        "|---|---|---|---|---|---|---|",
+        "of Q_h K_h^T / sqrt(d_h) | gradient norm per block | token content after block 12 / patch embedding |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for key, entry in record["results"].items():
         width, name = key.split("/")
         b, size = entry["build"], int(width[1:])
         lines.append(
             f"| {size} ({size // 3}) | {name} | {mean(b['entropy']):.3f} | {mean(b['max_weight']):.3f} | "
-            f"{mean(b['logit_std']):.2f} | {mean(b['qk_identity']):.3f} | {mean(b['grad_norm']):.3f} |"
+            f"{mean(b['logit_std']):.2f} | {mean(b['qk_identity']):.3f} | {mean(b['grad_norm']):.3f} | "
+            f"{b['content'][-1]:.2f} |"
         )
     lines += [
         "",
@@ -243,10 +260,11 @@ def main() -> None:
         for name in args.variants:
             key = f"w{width}/{name}"
             entry = results.setdefault(key, {})
-            if "build" not in entry:
+            if "build" not in entry or "content" not in entry["build"]:
                 torch.manual_seed(0)
                 model = VARIANTS[name](width).eval()
                 entry["build"] = attention_stats(model, images[:256])
+                entry["build"]["content"] = content_through_depth(model, images[:256])
                 entry["build"]["grad_norm"] = block_grad_norms(model.train(), images[:256], labels[:256])
             for lr in args.lrs if args.steps else []:
                 for seed in args.seeds:
