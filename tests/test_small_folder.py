@@ -229,3 +229,11 @@ def test_the_readme_commands_for_your_own_data_run_as_written(tmp_path, monkeypa
     for words in commands:
         assert main(words) == 0, words
     assert json.loads(Path("runs/my-images/results.json").read_text())["label_names"] == CLASSES
+
+
+def test_a_folder_too_small_to_hold_out_an_image_names_the_smallest(tmp_path, capsys):
+    images = image_folder(tmp_path / "one_each", CLASSES, per_class=1)
+    assert main(["train", *TINY, "--dataset", str(images), "--output-dir", str(tmp_path / "run")]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "holds out no image of the 3" in errors[0] and "2 images" in errors[0], errors
+    assert not (tmp_path / "run" / "results.json").exists()

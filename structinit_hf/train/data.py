@@ -248,6 +248,11 @@ def _validation_split(
         return train, raw[name], name
     if train is not None and val_split > 0:
         keep, held_out = stratified_split(train[label_column], val_split, seed)
+        if not held_out:
+            raise ValueError(
+                f"--val-split {val_split:g} holds out no image of the {len(train)} in {train_split!r}: a class needs 2 "
+                "images to hold one out; the smallest dataset without a test split has 2 images in some class"
+            )
         return train.select(keep), train.select(held_out), f"{train_split}[held-out {val_split:g}]"
     return train, None, None
 
