@@ -129,3 +129,19 @@ def test_the_readme_shows_the_committed_compare_output():
     rows = [line for line in committed if line.startswith("| ")]
     assert len(rows) == 4 and all(row in readme for row in rows)
     assert committed[1] in readme  # the heading: images, epochs, seed, scored split
+
+
+def test_an_arm_whose_loss_stayed_near_chance_is_warned(tmp_path):
+    from structinit_hf.benchmark.compare_inits import untrained_warning
+
+    def run(name: str, losses: list[float]) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "metrics.jsonl").write_text("".join(json.dumps({"train_loss": v}) + "\n" for v in losses))
+        (folder / "results.json").write_text(json.dumps({"num_classes": 10}))
+        return folder
+
+    stalled = untrained_warning(run("mimetic-seed0", [2.32, 2.30, 2.33, 2.28, 2.27]))  # ln 10 = 2.30
+    assert stalled.startswith("warning: mimetic-seed0: training loss 2.32 -> 2.27 over 5 epoch(s), near chance")
+    assert untrained_warning(run("default-seed0", [2.28, 2.15, 1.98])) is None
+    assert untrained_warning(run("shift-seed0", [2.32, 2.17])) is None  # 0.94 of chance: moving

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import shlex
 import statistics
 import sys
@@ -300,8 +301,30 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
     write_text(out_dir / "compare.md", table)
     write_json(out_dir / "results.json", record)
     print(table)
+    for _, _, run_dir in runs:
+        warning = untrained_warning(run_dir)
+        if warning:
+            print(warning)
     print(f"{out_dir}: results.json, curves.png (top-1 per epoch), compare.md, one run folder per init")
     return record
+
+
+CHANCE_SHARE = 0.95  # a final training loss above this share of chance level (ln of the class count) barely moved
+
+
+def untrained_warning(run_dir: Path) -> str | None:
+    """A one-line warning when a run's training loss ended near chance level (``ln(classes)``): an arm that did not
+    train makes the comparison unfair, whatever its score. ``None`` when it trained."""
+    losses = [json.loads(line)["train_loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    classes = json.loads((run_dir / RUN_RESULTS).read_text())["num_classes"]
+    chance = math.log(classes)
+    if not losses or classes < 2 or losses[-1] <= CHANCE_SHARE * chance:
+        return None
+    return (
+        f"warning: {run_dir.name}: training loss {losses[0]:.2f} -> {losses[-1]:.2f} over {len(losses)} epoch(s), "
+        f"near chance (ln {classes} = {chance:.2f}): this arm barely trained, so the comparison is not a fair one; "
+        "more epochs or a lower lr (train --lr) may be what it needs"
+    )
 
 
 def _command(args: argparse.Namespace, out_dir: Path) -> str:
