@@ -37,8 +37,8 @@ def measure_run(run_dir: Path, num_images: int) -> dict[str, Any]:
     """Per-block attention distance of one run's model at init (rebuilt with the run's seed) and after training."""
     results = json.loads((run_dir / RUN_RESULTS).read_text())
     torch.manual_seed(results["args"]["seed"])
-    init, _ = load_model(results["model"], num_classes=results["num_classes"], model_kwargs=results["model_kwargs"])
-    trained, _ = load_model(str(run_dir / "final"))
+    init = load_model(results["model"], num_classes=results["num_classes"], model_kwargs=results["model_kwargs"]).model
+    trained = load_model(str(run_dir / "final")).model
     images = load_images(results["dataset"], [init, trained], num_images, split=results["split"])
     with torch.no_grad():
         at_init = [round(d, 4) for d in nonlocality(init.eval(), images[0])]
@@ -65,7 +65,7 @@ def render(record: dict[str, Any]) -> str:
     regimes = record["regimes"]
     depth = len(next(iter(next(iter(regimes.values())).values()))["trained"])
     out = [
-        "# Mean attention distance per block, at init and after training (seed 0, 5,000 images, 10 epochs)",
+        "# Mean attention distance per block, at init and after training (seed 0, 10 epochs)",
         "",
         record["description"],
         "",
@@ -151,8 +151,8 @@ def plot(record: dict[str, Any], path: Path) -> Path:
     from matplotlib import pyplot as plt
 
     regimes = record["regimes"]
-    fig, axes = plt.subplots(1, len(regimes), figsize=(4.2 * len(regimes), 3.8), sharey=True)
-    for ax, (regime, arms) in zip(axes, regimes.items(), strict=True):
+    fig, axes = plt.subplots(1, len(regimes), figsize=(4.2 * len(regimes), 3.8), sharey=True, squeeze=False)
+    for ax, (regime, arms) in zip(axes[0], regimes.items(), strict=True):
         for i, (arm, m) in enumerate(arms.items()):
             blocks = range(1, len(m["trained"]) + 1)
             ax.plot(blocks, m["trained"], marker="o", ms=3, color=f"C{i}", label=f"{LABELS[arm]}, trained")
@@ -160,8 +160,8 @@ def plot(record: dict[str, Any], path: Path) -> Path:
         ax.set_title(regime, fontsize=10)
         ax.set_xlabel("block")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("mean attention distance (patches)")
-    axes[0].legend(fontsize=7)
+    axes[0][0].set_ylabel("mean attention distance (patches)")
+    axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, path)
     plt.close(fig)
@@ -194,9 +194,9 @@ def write_attention_distance(args: argparse.Namespace) -> int:
     record = {
         "description": "Attention distance (structinit_hf.benchmark.plots.nonlocality: the attention-weighted "
         f"query-key distance in patch units on the patch grid, averaged over queries, heads and the first "
-        f"{args.num_images} test images) of the seed-{args.seed} runs of cpu-proxy-n5000 and its augmentation "
-        "profiles; at init the model is rebuilt with the run's name, kwargs and seed, trained is the run's final "
-        "checkpoint. One seed: a measurement of these runs, not an accuracy claim.",
+        f"{args.num_images} test images) of the seed-{args.seed} runs of each regime ({', '.join(regimes)}); at init "
+        "the model is rebuilt with the run's name, kwargs and seed, trained is the run's final checkpoint. One seed: "
+        "a measurement of these runs, not an accuracy claim.",
         "command": shlex.join(["python", "scripts/campaign_attention_distance.py", *sys.argv[1:]]),
         "regimes": regimes,
     }
