@@ -221,12 +221,8 @@ def _evaluation_splits(args: argparse.Namespace, trained: dict[str, Any]) -> dic
         val_split=(args.val_split if args.val_split is not None else recorded.get("val_split")) or 0.0,
         seed=args.seed if args.seed is not None else recorded.get("seed", 0),
     )
-    run_hold_out = {key: recorded.get(key) for key in ("train_split", "val_split", "seed")}
-    return {**splits, "trained_on": recorded.get("train_split"), "run_hold_out": run_hold_out == _hold_out(splits)}
-
-
-def _hold_out(splits: dict[str, Any]) -> dict[str, Any]:
-    return {key: splits[key] for key in ("train_split", "val_split", "seed")}
+    run_hold_out = all(recorded.get(key) == splits[key] for key in ("train_split", "val_split", "seed"))
+    return {**splits, "trained_on": recorded.get("train_split"), "run_hold_out": run_hold_out}
 
 
 def _say_what_is_scored(args: argparse.Namespace, data: ImageClassificationData, splits: dict[str, Any], say) -> None:
