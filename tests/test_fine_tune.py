@@ -135,6 +135,13 @@ def test_a_fine_tuned_run_publishes_with_its_parent_named(parent, tmp_path):
     assert "Registered as" not in done.stdout
 
 
+def _as_from_a_shell() -> None:
+    """Start the child with SIGINT deliverable and at its default, as a shell starts a command, whatever this test
+    process inherited or changed (an ignored or blocked SIGINT is passed on to children and would never arrive)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_in_one_line_that_says_how_to_resume(parent, tmp_path):
     """SIGINT during the first epoch (the run paused there): no traceback, exit status 130, the resume command."""
     paused = tmp_path / "paused"
@@ -143,8 +150,9 @@ def test_ctrl_c_stops_in_one_line_that_says_how_to_resume(parent, tmp_path):
 
     argv = synthetic_args(parent.root / "data", tmp_path / "G")
     process = subprocess.Popen(
-        [sys.executable, "-c", KILLING_TRAIN, *argv], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
-    )
+        [sys.executable, "-c", KILLING_TRAIN, *argv], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        preexec_fn=_as_from_a_shell,
+    )  # fmt: skip
     deadline = time.monotonic() + 240
     while not paused.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
