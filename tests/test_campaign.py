@@ -306,20 +306,23 @@ def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, mo
         built = _record(arms)
         for arm in built["arms"].values():
             arm["wall_time_s"] = [600.0] * len(arm["seeds"])
-        return {**built, "architecture": {"embed_dim": width}}
+        return {**built, "architecture": {"embed_dim": width}, "train_options": {"lr": 1e-3}}
 
     main = record(192, {"default": {0: 30.0, 1: 31.0, 2: 30.5}, "impulse3": {0: 22.0, 1: 21.0, 2: 23.0}})
     presets = record(192, {"default": {0: 30.0, 1: 31.0}, "v1": {0: 33.0, 1: 34.0}})
     (tmp_path / "main.json").write_text(json.dumps(main))
     (tmp_path / "presets.json").write_text(json.dumps(presets))
-    monkeypatch.setattr(campaign_width, "WIDTH_SOURCES", {(2_500, 192): ("main.json", "presets.json")})
-    width = campaign_width.build_width(tmp_path)["2500/192"]
+    monkeypatch.setattr(campaign_width, "WIDTH_SOURCES", {(2_500, 192, 1e-3): ("main.json", "presets.json")})
+    width = campaign_width.build_width(tmp_path)["2500/192/0.001"]
     assert width["head_dim"] == 64 and width["not_run"] == ["mimetic", "v2"]
     assert width["vs"]["default"]["impulse3"]["verdict"] == "behind"
     assert width["vs"]["impulse3"]["v1"]["per_seed"] == {0: 11.0, 1: 13.0}  # the presets' seeds, paired
     assert width["vs"]["impulse3"]["v1"]["verdict"] == "ahead"
-    text = "\n".join(campaign_width.width_markdown({"2500/192": width}))
-    assert "vs `shift`: paired diff" in text and "width 192 (head dim 64)" in text and "10 min" in text
+    text = "\n".join(campaign_width.width_markdown({"2500/192/0.001": width}))
+    assert "vs `shift`: paired diff" in text and "width 192 (head dim 64), lr 0.001" in text and "10 min" in text
     (tmp_path / "presets.json").write_text(json.dumps({**presets, "architecture": {"embed_dim": 96}}))
-    with pytest.raises(ValueError, match="width 96, listed under width 192"):
+    with pytest.raises(ValueError, match="width 96 at lr 0.001, listed as 192 at 0.001"):
+        campaign_width.build_width(tmp_path)
+    (tmp_path / "presets.json").write_text(json.dumps({**presets, "train_options": {"lr": 3e-4}}))
+    with pytest.raises(ValueError, match="width 192 at lr 0.0003, listed as 192 at 0.001"):
         campaign_width.build_width(tmp_path)

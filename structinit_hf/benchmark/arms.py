@@ -414,6 +414,14 @@ def _wider(parent: str, width: int) -> Profile:
 for _parent, _width in (("cpu-proxy-n2500", 96), ("cpu-proxy-n2500", 192), ("cpu-proxy-n5000", 192)):
     PROFILES[f"{_parent}-w{_width}"] = _wider(_parent, _width)
 
+PROFILES["cpu-proxy-n2500-w192-lr3e-4"] = replace(
+    PROFILES["cpu-proxy-n2500-w192"],
+    name="cpu-proxy-n2500-w192-lr3e-4",
+    recipe={**PROFILES["cpu-proxy-n2500-w192"].recipe, "lr": 3e-4},
+    notes="cpu-proxy-n2500-w192 at peak learning rate 3e-4 instead of 1e-3; only the rate differs. The other point "
+    "of the width axis's learning-rate grid, so that each init is also seen at its own better rate.",
+)
+
 
 CONVIT_GPSA_SHARE = 10 / 12  # ConViT-Tiny: 10 of its 12 blocks are GPSA; kept when the depth changes
 

@@ -16,17 +16,15 @@ from .campaign import BENCH, LABELS, _best_line, _load, _setting, _setting_table
 
 __all__ = ["WIDTH_ARMS", "WIDTH_REFERENCES", "WIDTH_SOURCES", "build_width", "width_markdown"]
 
-# (training images, width) -> the records of that setting; each profile's 3-seed table and its presets/ table (the
-# five inits at 1-2 seeds) share their default, mimetic and impulse3 runs
-WIDTH_SOURCES: dict[tuple[int, int], tuple[str, ...]] = {
-    (2_500, 48): (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
-    **{
-        (size, width): (
-            f"{BENCH}/cpu-proxy-n{size}-w{width}-cifar10/results.json",
-            f"{BENCH}/cpu-proxy-n{size}-w{width}-cifar10/presets/results.json",
-        )
-        for size, width in ((2_500, 96), (2_500, 192), (5_000, 192))
-    },
+# (training images, width, peak lr) -> the records of that setting: every results.json under the profile's folder (the
+# width campaign writes one per seed and setting, presets-seed<k>/ for the authors' v1 and v2); a run in two records
+# must carry the same figure
+WIDTH_SOURCES: dict[tuple[int, int, float], tuple[str, ...]] = {
+    (2_500, 48, 1e-3): (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
+    (2_500, 96, 1e-3): (f"{BENCH}/cpu-proxy-n2500-w96-cifar10/**/results.json",),
+    (2_500, 192, 1e-3): (f"{BENCH}/cpu-proxy-n2500-w192-cifar10/**/results.json",),
+    (2_500, 192, 3e-4): (f"{BENCH}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",),
+    (5_000, 192, 1e-3): (f"{BENCH}/cpu-proxy-n5000-w192-cifar10/**/results.json",),
 }
 
 WIDTH_ARMS = ("default", "mimetic", "impulse3", "v1", "v2")
@@ -40,20 +38,21 @@ def build_width(root: Path | str = ".") -> dict[str, Any]:
     """Per ``"<images>/<width>"``: the setting's summaries and verdicts, its sources and wall time per run."""
     root = Path(root)
     out: dict[str, Any] = {}
-    for (size, width), paths in WIDTH_SOURCES.items():
+    for (size, width, lr), paths in WIDTH_SOURCES.items():
         records, found = _load(root, paths)
         for record, path in zip(records, found, strict=True):
-            recorded = record["architecture"].get("embed_dim")
-            if recorded != width:
-                raise ValueError(f"{path}: width {recorded}, listed under width {width}")
+            recorded = (record["architecture"].get("embed_dim"), record["train_options"]["lr"])
+            if recorded != (width, lr):
+                raise ValueError(f"{path}: width {recorded[0]} at lr {recorded[1]:g}, listed as {width} at {lr:g}")
         wall: dict[str, dict[int, float]] = {}
         for record in records:
             for name, arm in record["arms"].items():
                 for seed, seconds in zip(arm["seeds"], arm["wall_time_s"], strict=True):
                     wall.setdefault(name, {})[seed] = seconds
-        out[f"{size}/{width}"] = {
+        out[f"{size}/{width}/{lr:g}"] = {
             "images": size,
             "width": width,
+            "lr": lr,
             "head_dim": width // HEADS,
             "sources": found,
             "wall_time_s": {name: statistics.fmean(per_seed.values()) for name, per_seed in wall.items()},
@@ -72,7 +71,10 @@ def width_markdown(width: Mapping[str, Any]) -> list[str]:
         "",
     ]
     for setting in width.values():
-        title = f"### {setting['images']:,} training images, width {setting['width']} (head dim {setting['head_dim']})"
+        title = (
+            f"### {setting['images']:,} training images, width {setting['width']} (head dim {setting['head_dim']}), "
+            f"lr {setting['lr']:g}"
+        )
         out += [title, ""]
         if not setting["arms"]:
             out += ["Not run yet.", ""]
