@@ -15,7 +15,7 @@ import torch
 from PIL import Image
 from transformers import DeiTImageProcessor, ViTConfig, ViTForImageClassification
 
-from structinit_hf.models.structinit_vit import CIFAR10_MEAN, CIFAR10_STD
+from structinit_hf.models.common import CIFAR10_MEAN, CIFAR10_STD
 from structinit_hf.train.args import evaluation_parser
 from structinit_hf.train.commands import run_script
 from structinit_hf.train.evaluation import run_evaluation

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from structinit_hf.train import args as run_args
-from structinit_hf.train import commands
+from structinit_hf.train import checks, commands
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,11 +73,11 @@ def test_report_to_tensorboard_without_it_is_refused_not_dropped(monkeypatch, ca
     from structinit_hf.train.args import TrainingSettings, training_parser
     from structinit_hf.train.commands import run_script
 
-    monkeypatch.setattr(run_args, "find_spec", lambda name: None if name == "tensorboard" else object())
+    monkeypatch.setattr(checks, "find_spec", lambda name: None if name == "tensorboard" else object())
     monkeypatch.setattr(sys, "argv", ["scripts/train.py"])
     argv = ["--model", "vit_tiny_impulse3", "--dataset", "unused", "--report-to", "tensorboard"]
     with pytest.raises(SystemExit) as stop:
-        run_script(training_parser(), lambda args: run_args.check_run_args(TrainingSettings.from_args(args), 1), argv)
+        run_script(training_parser(), lambda args: checks.check_run_args(TrainingSettings.from_args(args), 1), argv)
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip() == (
         "error: scripts/train.py needs tensorboard (the 'tensorboard' extra): pip install 'structinit-hf[tensorboard]'"

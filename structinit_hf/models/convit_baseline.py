@@ -7,18 +7,18 @@ from typing import Any
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.convit import ConVit
 
-from .structinit_vit import _NOT_NETWORK_ARGS, _cfg, _input_cfg, _require_hub_weights, check_geometry
+from .common import NOT_NETWORK_ARGS, check_geometry, cifar_cfg, input_cfg, require_hub_weights
 
-__all__ = ["convit_tiny_patch2_32", "default_cfgs"]
+__all__ = ["default_cfgs"]  # @register_model adds each name
 
 
 def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> ConVit:
-    _require_hub_weights(variant, pretrained, kwargs)
+    require_hub_weights(variant, pretrained, kwargs)
     heads = kwargs.get("num_heads", 4)  # ConViT's embed_dim is per head
     check_geometry(
         kwargs.get("img_size", 224), kwargs.get("patch_size", 16), kwargs.get("embed_dim", 48) * heads, heads
     )
-    overlay = {**_input_cfg(kwargs), **(kwargs.pop("pretrained_cfg_overlay", None) or {})}
+    overlay = {**input_cfg(kwargs), **(kwargs.pop("pretrained_cfg_overlay", None) or {})}
     model = build_model_with_cfg(
         ConVit,
         variant,
@@ -28,11 +28,11 @@ def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> Con
         **kwargs,
     )
     model.stock_architecture = "convit_tiny"  # exports name it, with the arguments that rebuild this network
-    model.network_args = {k: v for k, v in kwargs.items() if k not in _NOT_NETWORK_ARGS}
+    model.network_args = {k: v for k, v in kwargs.items() if k not in NOT_NETWORK_ARGS}
     return model
 
 
-default_cfgs = generate_default_cfgs({"convit_tiny_patch2_32": _cfg(paper_ids="arXiv:2103.10697")})
+default_cfgs = generate_default_cfgs({"convit_tiny_patch2_32": cifar_cfg(paper_ids="arXiv:2103.10697")})
 
 
 @register_model

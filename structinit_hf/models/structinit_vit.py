@@ -2,7 +2,7 @@
 
 :class:`StructInitVisionTransformer` is timm's ``VisionTransformer`` with a named attention init run by its
 ``init_weights`` (after timm's own), and a fixed position code kept as a persistent buffer. As in timm's
-``vision_transformer.py``: one ``_cfg``, one ``default_cfgs`` table, one builder
+``vision_transformer.py``: one ``default_cfgs`` table (its cfgs from :func:`.common.cifar_cfg`), one builder
 (:func:`_create_vision_transformer`) and one short function per name that writes its geometry and init.
 A checkpoint has stock timm's keys and loads into stock ``VisionTransformer``; the init never runs on the meta
 device or when weights are loaded.
@@ -13,46 +13,24 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from huggingface_hub import is_offline_mode, try_to_load_from_cache
-from huggingface_hub.errors import LocalEntryNotFoundError
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import (
     build_model_with_cfg,
     generate_default_cfgs,
-    get_pretrained_cfg,
     register_model,
 )
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 from torch import nn
 
 from ..init.apply import apply_structured_init
-from ..init.common import to_pair
 from ..init.impulse import sincos_2d
 from ..init.options import IMPULSE_KWARGS, init_settings
+from .common import NOT_NETWORK_ARGS, check_geometry, cifar_cfg, input_cfg, require_hub_weights
 
-__all__ = [
-    "CIFAR10_MEAN",
-    "CIFAR10_STD",
-    "POS_EMBEDS",
-    "StructInitVisionTransformer",
-    "check_geometry",
-    "default_cfgs",
-    "vit_base_impulse3_patch16_224",
-    "vit_mimetic",
-    "vit_small_impulse3_patch16_224",
-    "vit_tiny_impulse3",
-    "vit_tiny_impulse3_patch16_224",
-    "vit_tiny_impulse5",
-    "vit_tiny_mimetic",
-    "vit_tiny_patch2_32",
-]
+__all__ = ["POS_EMBEDS", "StructInitVisionTransformer", "default_cfgs"]  # @register_model adds each name
 
 # a stock timm name per width; exported checkpoints name it, with the model_args that rebuild the exact network
 _STOCK_VIT_NAMES = {192: "vit_tiny_patch16_224", 384: "vit_small_patch16_224", 768: "vit_base_patch16_224"}
-
-
-# builder and runtime keywords that do not shape a network (kept out of an export's model_args)
-_NOT_NETWORK_ARGS = ("num_classes", "device", "dtype", "cache_dir", "pretrained_cfg", "features_only", "out_indices")
 
 
 POS_EMBEDS = ("sincos", "learn", "none")
@@ -88,7 +66,7 @@ class StructInitVisionTransformer(VisionTransformer):
         self.attention_init, self._settings = attention_init, settings  # options resolved once, defaults filled in
         # what rebuilds this network in stock timm (exported checkpoints name a stock architecture with these)
         self.network_args = {
-            **{k: v for k, v in kwargs.items() if k not in _NOT_NETWORK_ARGS},
+            **{k: v for k, v in kwargs.items() if k not in NOT_NETWORK_ARGS},
             "pos_embed": "none" if pos_embed == "none" else "learn",
         }
         self.fixed_pos_embed = pos_embed == "sincos" and settings.get("pseudo_input") != "learned"
@@ -158,27 +136,17 @@ class StructInitVisionTransformer(VisionTransformer):
             self._pos_embed_to_buffer()
 
 
-def _input_cfg(model_args: dict[str, Any]) -> dict[str, Any]:
-    """The data cfg's ``input_size``, following the network's ``img_size`` and ``in_chans``.
-
-    ``num_classes`` stays the weights' own, as in timm's cfgs: timm's ``load_pretrained`` compares it with the
-    requested ``num_classes`` to drop the checkpoint's head and keep the new one.
-    """
-    size = to_pair(model_args.get("img_size", 224), "img_size")
-    return {"input_size": (model_args.get("in_chans", 3), *size)}
-
-
 def _create_vision_transformer(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitVisionTransformer:
     """Build ``variant`` with its pretrained cfg; with ``pretrained=True`` the weights are loaded and the attention
     init does not run."""
-    _require_hub_weights(variant, pretrained, kwargs)
+    require_hub_weights(variant, pretrained, kwargs)
     model_args = dict(kwargs)
     if pretrained:  # the same network, built without solving: its weights are loaded
         settings = init_settings(model_args.pop("attention_init", "impulse"), _pop_options(model_args))
         if settings.get("pseudo_input") == "learned" and model_args.get("pos_embed", "sincos") == "sincos":
             model_args["pos_embed"] = "learn"  # v2's code trains: a parameter
         model_args["attention_init"] = "default"
-    overlay = {**_input_cfg(model_args), **(model_args.pop("pretrained_cfg_overlay", None) or {})}
+    overlay = {**input_cfg(model_args), **(model_args.pop("pretrained_cfg_overlay", None) or {})}
     model = build_model_with_cfg(
         StructInitVisionTransformer,
         variant,
@@ -197,83 +165,8 @@ def _pop_options(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {name: kwargs.pop(name) for name in IMPULSE_KWARGS if name in kwargs}
 
 
-def _require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any]) -> None:
-    """Fail early, naming what to pass, when ``pretrained=True`` has no weights to load.
-
-    timm passes the tag of ``vit_tiny_impulse3.cifar10`` as ``pretrained_cfg="cifar10"``; that cfg's ``hf_hub_id``
-    is downloaded online and read from the local cache offline (``HF_HUB_OFFLINE=1``).
-    """
-    if not pretrained or (kwargs.get("pretrained_cfg_overlay") or {}).get("file"):
-        return
-    tag = kwargs.get("pretrained_cfg")
-    cfg = get_pretrained_cfg(f"{variant}.{tag}" if isinstance(tag, str) else variant)
-    repo_id = getattr(cfg, "hf_hub_id", None)
-    if not (repo_id or getattr(cfg, "url", None) or getattr(cfg, "file", None) or isinstance(tag, dict)):
-        raise ValueError(
-            f"{variant} has no published weights yet; pass pretrained=False, or a local file with "
-            "pretrained_cfg_overlay=dict(file='model.safetensors')"
-        )
-    if repo_id and is_offline_mode() and not isinstance(try_to_load_from_cache(repo_id, "model.safetensors"), str):
-        raise LocalEntryNotFoundError(
-            f"{variant}.{tag} loads its weights from the Hub repo {repo_id}, but HF_HUB_OFFLINE is set and they are "
-            "not in the local cache. Run once online to cache them, or pass a local copy with "
-            "pretrained_cfg_overlay=dict(file='model.safetensors')."
-        )
-
-
-def check_geometry(
-    image_size: int | tuple[int, int],
-    patch_size: int | tuple[int, int],
-    width: int,
-    num_heads: int,
-    sincos: bool = False,
-) -> tuple[int, int]:
-    """Check that the image splits into whole patches and the width into whole heads; return the patch grid.
-
-    ``sincos``: the 2-D sin-cos position code also needs the width divisible by 4.  timm calls these
-    ``img_size``, ``embed_dim``, ``num_heads``; the transformers config ``image_size``, ``hidden_size``,
-    ``num_attention_heads``.
-    """
-    image, patch = to_pair(image_size, "img_size / image_size"), to_pair(patch_size, "patch_size")
-    if any(i % p for i, p in zip(image, patch, strict=True)):
-        raise ValueError(f"img_size / image_size {image} is not divisible by patch_size {patch}")
-    if width % num_heads:
-        raise ValueError(
-            f"embed_dim / hidden_size {width} is not divisible by num_heads / num_attention_heads {num_heads}"
-        )
-    if sincos and width % 4:
-        raise ValueError(f"a 2-D sin-cos position embedding needs embed_dim / hidden_size divisible by 4, got {width}")
-    return image[0] // patch[0], image[1] // patch[1]
-
-
-CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
-
-
-CIFAR10_STD = (0.2470, 0.2435, 0.2616)
-
-
-def _cfg(url: str = "", **kwargs: Any) -> dict[str, Any]:
-    """A registered name's pretrained cfg: the paper's CIFAR-10 setting unless ``kwargs`` say otherwise."""
-    return {
-        "url": url,
-        "num_classes": 10,
-        "input_size": (3, 32, 32),
-        "pool_size": None,
-        "crop_pct": 1.0,
-        "interpolation": "bicubic",
-        "fixed_input_size": True,
-        "mean": CIFAR10_MEAN,
-        "std": CIFAR10_STD,
-        "first_conv": "patch_embed.proj",
-        "classifier": "head",
-        "license": "apache-2.0",
-        "paper_ids": "arXiv:2404.01139",
-        **kwargs,
-    }
-
-
 def _imagenet_cfg(**kwargs: Any) -> dict[str, Any]:
-    return _cfg(
+    return cifar_cfg(
         num_classes=1000,
         input_size=(3, 224, 224),
         crop_pct=0.9,
@@ -288,12 +181,12 @@ def _imagenet_cfg(**kwargs: Any) -> dict[str, Any]:
 # bare name builds a freshly initialized model and only the tagged name downloads weights.
 default_cfgs = generate_default_cfgs(
     {
-        "vit_tiny_patch2_32": _cfg(),
-        "vit_tiny_impulse3.cifar10": _cfg(hf_hub_id="structinit-hf/vit_tiny_impulse3.cifar10"),
-        "vit_tiny_impulse3.*": _cfg(),
-        "vit_tiny_impulse5": _cfg(),
-        "vit_tiny_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
-        "vit_mimetic": _cfg(paper_ids="arXiv:2305.09828"),
+        "vit_tiny_patch2_32": cifar_cfg(),
+        "vit_tiny_impulse3.cifar10": cifar_cfg(hf_hub_id="structinit-hf/vit_tiny_impulse3.cifar10"),
+        "vit_tiny_impulse3.*": cifar_cfg(),
+        "vit_tiny_impulse5": cifar_cfg(),
+        "vit_tiny_mimetic": cifar_cfg(paper_ids="arXiv:2305.09828"),
+        "vit_mimetic": cifar_cfg(paper_ids="arXiv:2305.09828"),
         "vit_tiny_impulse3_patch16_224": _imagenet_cfg(),
         "vit_small_impulse3_patch16_224": _imagenet_cfg(),
         "vit_base_impulse3_patch16_224": _imagenet_cfg(),

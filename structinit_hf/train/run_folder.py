@@ -3,10 +3,10 @@
 A run folder holds ``checkpoints/epoch_XXXX/`` (:mod:`.checkpoints`), ``metrics.jsonl`` (one line per epoch),
 ``final/`` (:mod:`.export`) and ``results.json``. Before a model is built or an image read, the main process takes
 ``run.lock`` (:func:`lock_run_folder`) and :func:`open_run_folder` clears what a killed run left behind and finds the
-checkpoint ``--resume`` names, read once into a :class:`ResumePoint`. Once the run's flags are known the resume point
-refuses other result flags than the run was started with (:meth:`ResumePoint.check_same_flags`), and
-:func:`start_run_state` restores the checkpoint and cuts ``metrics.jsonl`` back to it, so the same command works
-before and after a kill at any instant and no epoch is logged twice.
+checkpoint ``--resume`` names, read once into a :class:`ResumePoint`. Once the model is prepared,
+:func:`start_run_state` refuses other result flags than the run was started with (:meth:`ResumePoint.check_same_flags`),
+restores the checkpoint and cuts ``metrics.jsonl`` back to it, so the same command works before and after a kill at
+any instant and no epoch is logged twice.
 """
 
 from __future__ import annotations
@@ -141,8 +141,9 @@ def start_run_state(
     ema: ModelEmaV3 | None,
     model: nn.Module,
 ) -> RunState:
-    """Where the run starts: the checkpoint's state restored (a fresh one without), the folder's metrics cut back to
-    it, and the trackers started with the run's ``flags``."""
+    """Where the run starts: the resumed run's ``flags`` checked against those it was started with, the checkpoint's
+    state restored (a fresh one without), the folder's metrics cut back to it, and the trackers started."""
+    resume.check_same_flags(flags)
     state = RunState()
     if resume.checkpoint is not None:
         state = load_training_state(accelerator, resume.checkpoint, resume.trainer_state, ema, model)

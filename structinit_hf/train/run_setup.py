@@ -1,11 +1,13 @@
-"""Everything a training run sets up before its first step, in the order that fails fastest.
+"""Everything a training run sets up before its first step, in the order that fails fastest; each step's policy lives
+in its own module, this one only calls them in order.
 
-Device defaults first (precision, workers, compilation), then the run folder (leftovers of a kill
-cleaned up, the resume point found and its settings compared: :mod:`.run_folder`), then the model (built
-and validated before any image is read), then the data (every image decoded once and checked), and last
-``accelerator.prepare`` and the restored state.  :func:`setup_run` returns it all as one :class:`Run`.
-The flags' values are checked before any of it (:func:`.args.check_run_args`); the settings are read, never changed:
-what the device and the memory plan decide for flags left unset is recorded beside them (:attr:`Run.flags`).
+The flags' values (:mod:`.checks`), device defaults, then the run folder (:mod:`.run_folder`: the lock, what a kill
+left, the resume point), the model (built and validated before any image is read when the dataset's metadata names
+the classes: :mod:`.loading`), the data (:mod:`.data`, every image decoded once and checked: :mod:`.tensor_data`), the
+batch (:func:`.dataloaders.fit_batch`) and the memory plan (:mod:`.memory`), and last the Accelerator, built once with
+the accumulation that plan fixed, ``accelerator.prepare`` and the restored state. :func:`setup_run` returns it all as
+one :class:`Run`. The settings are read, never changed: what the device and the memory plan decide for flags left
+unset is recorded beside them (:attr:`Run.flags`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from timm.utils import ModelEmaV3
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from .args import ModelSettings, Recipe, Speed, TrainingSettings, check_run_args
+from .args import ModelSettings, Recipe, Speed, TrainingSettings
 from .checkpoints import RunState
+from .checks import check_run_args
 from .data import ImageClassificationData, known_label_names, load_image_classification
 from .dataloaders import eval_dataloader, fit_batch, train_dataloader
 from .errors import UsageError
@@ -185,9 +188,10 @@ def _setup_locked_run(
 
     (model, init, fine_tuned_from), data = _model_and_data(settings, processes)
     recipe = fit_batch(settings.recipe, len(data.train), processes.num_processes, processes.print)
+    data_config = model_data_config(model)
     *images, pipeline = training_datasets(
         data,
-        model_data_config(model),
+        data_config,
         recipe.augmentation(),
         pipeline=settings.speed.input_pipeline,
         workers=defaults.workers,
@@ -195,14 +199,13 @@ def _setup_locked_run(
         log=processes.print,
     )
     model = model.to(processes.device)  # as prepare() would: the memory probe runs where training will
-    input_size = tuple(model_data_config(model)["input_size"])
+    input_size = tuple(data_config["input_size"])
     plan = plan_memory(
         recipe, processes, model, input_size, defaults.mixed_precision, local_processes, resume.grad_accum,
         resume.accumulation_from,
     )  # fmt: skip
     # what trains is what results.json, the trackers, the resume check and the card record
     flags = settings.flags(mixed_precision=defaults.mixed_precision, grad_accum=plan.grad_accum)
-    resume.check_same_flags(flags)
 
     accelerator = Accelerator(
         gradient_accumulation_steps=plan.grad_accum,

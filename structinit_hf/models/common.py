@@ -1,0 +1,111 @@
+"""What the registry's model files share: the CIFAR-10 data cfg, the geometry check, and the build steps every
+registered name takes (its data cfg following ``img_size``, the early failure of ``pretrained=True`` without weights,
+the keywords kept out of an export's ``model_args``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from huggingface_hub import is_offline_mode, try_to_load_from_cache
+from huggingface_hub.errors import LocalEntryNotFoundError
+from timm.models import get_pretrained_cfg
+
+from ..init.common import to_pair
+
+__all__ = [
+    "CIFAR10_MEAN",
+    "CIFAR10_STD",
+    "NOT_NETWORK_ARGS",
+    "check_geometry",
+    "cifar_cfg",
+    "input_cfg",
+    "require_hub_weights",
+]
+
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+
+
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+
+
+# builder and runtime keywords that do not shape a network (kept out of an export's model_args)
+NOT_NETWORK_ARGS = ("num_classes", "device", "dtype", "cache_dir", "pretrained_cfg", "features_only", "out_indices")
+
+
+def cifar_cfg(url: str = "", **kwargs: Any) -> dict[str, Any]:
+    """A registered name's pretrained cfg: the paper's CIFAR-10 setting unless ``kwargs`` say otherwise."""
+    return {
+        "url": url,
+        "num_classes": 10,
+        "input_size": (3, 32, 32),
+        "pool_size": None,
+        "crop_pct": 1.0,
+        "interpolation": "bicubic",
+        "fixed_input_size": True,
+        "mean": CIFAR10_MEAN,
+        "std": CIFAR10_STD,
+        "first_conv": "patch_embed.proj",
+        "classifier": "head",
+        "license": "apache-2.0",
+        "paper_ids": "arXiv:2404.01139",
+        **kwargs,
+    }
+
+
+def input_cfg(model_args: dict[str, Any]) -> dict[str, Any]:
+    """The data cfg's ``input_size``, following the network's ``img_size`` and ``in_chans``.
+
+    ``num_classes`` stays the weights' own, as in timm's cfgs: timm's ``load_pretrained`` compares it with the
+    requested ``num_classes`` to drop the checkpoint's head and keep the new one.
+    """
+    size = to_pair(model_args.get("img_size", 224), "img_size")
+    return {"input_size": (model_args.get("in_chans", 3), *size)}
+
+
+def require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any]) -> None:
+    """Fail early, naming what to pass, when ``pretrained=True`` has no weights to load.
+
+    timm passes the tag of ``vit_tiny_impulse3.cifar10`` as ``pretrained_cfg="cifar10"``; that cfg's ``hf_hub_id``
+    is downloaded online and read from the local cache offline (``HF_HUB_OFFLINE=1``).
+    """
+    if not pretrained or (kwargs.get("pretrained_cfg_overlay") or {}).get("file"):
+        return
+    tag = kwargs.get("pretrained_cfg")
+    cfg = get_pretrained_cfg(f"{variant}.{tag}" if isinstance(tag, str) else variant)
+    repo_id = getattr(cfg, "hf_hub_id", None)
+    if not (repo_id or getattr(cfg, "url", None) or getattr(cfg, "file", None) or isinstance(tag, dict)):
+        raise ValueError(
+            f"{variant} has no published weights yet; pass pretrained=False, or a local file with "
+            "pretrained_cfg_overlay=dict(file='model.safetensors')"
+        )
+    if repo_id and is_offline_mode() and not isinstance(try_to_load_from_cache(repo_id, "model.safetensors"), str):
+        raise LocalEntryNotFoundError(
+            f"{variant}.{tag} loads its weights from the Hub repo {repo_id}, but HF_HUB_OFFLINE is set and they are "
+            "not in the local cache. Run once online to cache them, or pass a local copy with "
+            "pretrained_cfg_overlay=dict(file='model.safetensors')."
+        )
+
+
+def check_geometry(
+    image_size: int | tuple[int, int],
+    patch_size: int | tuple[int, int],
+    width: int,
+    num_heads: int,
+    sincos: bool = False,
+) -> tuple[int, int]:
+    """Check that the image splits into whole patches and the width into whole heads; return the patch grid.
+
+    ``sincos``: the 2-D sin-cos position code also needs the width divisible by 4.  timm calls these
+    ``img_size``, ``embed_dim``, ``num_heads``; the transformers config ``image_size``, ``hidden_size``,
+    ``num_attention_heads``.
+    """
+    image, patch = to_pair(image_size, "img_size / image_size"), to_pair(patch_size, "patch_size")
+    if any(i % p for i, p in zip(image, patch, strict=True)):
+        raise ValueError(f"img_size / image_size {image} is not divisible by patch_size {patch}")
+    if width % num_heads:
+        raise ValueError(
+            f"embed_dim / hidden_size {width} is not divisible by num_heads / num_attention_heads {num_heads}"
+        )
+    if sincos and width % 4:
+        raise ValueError(f"a 2-D sin-cos position embedding needs embed_dim / hidden_size divisible by 4, got {width}")
+    return image[0] // patch[0], image[1] // patch[1]
