@@ -7,15 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from structinit_hf.benchmark.campaign import (
-    build_campaign,
-    compare,
-    decide,
-    merge_scores,
-    paired_differences,
-    render_campaign_markdown,
-    spread,
-)
+from structinit_hf.benchmark.campaign import build_campaign, merge_scores, render_campaign_markdown
+from structinit_hf.benchmark.stats import decide, paired_comparison, paired_differences, spread
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "benchmarks/small_data/campaign/results.md"
@@ -70,10 +63,10 @@ def test_compare_judges_against_the_wider_arm_spread():
     arm = {0: 57.2, 1: 57.8, 2: 57.0}  # range 0.8
     default = {0: 53.5, 1: 55.1, 2: 54.0}  # range 1.6
     mimetic = {0: 56.6, 1: 55.6, 2: 56.9}  # range 1.3
-    ahead = compare(arm, default)
+    ahead = paired_comparison(arm, default)
     assert ahead["tolerance"] == pytest.approx(1.6)
     assert ahead["verdict"] == "ahead"
-    tie = compare(arm, mimetic)  # +0.6, +2.2, +0.1: mean 0.97 < 1.3
+    tie = paired_comparison(arm, mimetic)  # +0.6, +2.2, +0.1: mean 0.97 < 1.3
     assert tie["verdict"] == "tie"
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "PROFILES",
     "Profile",
     "STUDIES",
+    "arm_label",
     "arm_model_kwargs",
     "select_arms",
     "study_arm_names",
@@ -55,6 +56,11 @@ class Arm:
     model: str
     model_kwargs: dict[str, Any] = field(default_factory=dict)
     paper_row: str | None = None  # key of PAPER_TABLE2, None where the paper reports no figure
+    label: str = ""  # the arm's name in tables and plots; its ``name`` where empty
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
 
 
 # timm 1.0.31's weight_init='reset' calls each module's own reset_parameters() and nothing else: nn.Linear
@@ -63,14 +69,42 @@ class Arm:
 ARMS: dict[str, Arm] = {
     arm.name: arm
     for arm in (
-        Arm("default", "timm default (trunc normal, std 0.02)", "vit_tiny_patch2_32", {}, "default"),
-        Arm("kaiming", "PyTorch default (Kaiming uniform)", "vit_tiny_patch2_32", {"weight_init": "reset"}, "kaiming"),
+        Arm(
+            "default",
+            "timm default (trunc normal, std 0.02)",
+            "vit_tiny_patch2_32",
+            {},
+            "default",
+            label="timm's default (trunc normal)",
+        ),
+        Arm(
+            "kaiming",
+            "PyTorch default (Kaiming uniform)",
+            "vit_tiny_patch2_32",
+            {"weight_init": "reset"},
+            "kaiming",
+            label="Kaiming uniform (PyTorch default)",
+        ),
         Arm("mimetic", "mimetic", "vit_tiny_mimetic", {}, "mimetic"),
-        Arm("impulse3", "impulse 3x3", "vit_tiny_impulse3", {}, "impulse3"),
-        Arm("impulse5", "impulse 5x5", "vit_tiny_impulse5", {}, "impulse5"),
-        Arm("v1", "impulse 3x3, the authors' v1 (Adam, arXiv 2404.01139)", "vit_tiny_impulse3", {"preset": "v1"}),
-        Arm("v2", "impulse 3x3, the authors' v2 (NeurIPS 2025)", "vit_tiny_impulse3", {"preset": "v2"}),
-        Arm("convit", "ConViT-Tiny (GPSA, architectural peer)", "convit_tiny_patch2_32", {}, None),
+        Arm("impulse3", "impulse 3x3", "vit_tiny_impulse3", {}, "impulse3", label="impulse 3x3, `shift` (default)"),
+        Arm("impulse5", "impulse 5x5", "vit_tiny_impulse5", {}, "impulse5", label="impulse 5x5, `shift` (default)"),
+        Arm(
+            "v1",
+            "impulse 3x3, the authors' v1 (Adam, arXiv 2404.01139)",
+            "vit_tiny_impulse3",
+            {"preset": "v1"},
+            label="`v1` preset (impulse 3x3)",
+        ),
+        Arm(
+            "v2",
+            "impulse 3x3, the authors' v2 (NeurIPS 2025)",
+            "vit_tiny_impulse3",
+            {"preset": "v2"},
+            label="`v2` preset (impulse 3x3)",
+        ),
+        Arm(
+            "convit", "ConViT-Tiny (GPSA, architectural peer)", "convit_tiny_patch2_32", {}, None, label="ConViT (GPSA)"
+        ),
     )
 }
 
@@ -151,7 +185,11 @@ DIAGNOSIS_ARMS: dict[str, Arm] = {
             "impulse3-svd", "impulse 3x3, the svd construction (0.1 defaults)", "vit_tiny_impulse3", dict(SVD_DEFAULTS)
         ),
         Arm(
-            "impulse5-svd", "impulse 5x5, the svd construction (0.1 defaults)", "vit_tiny_impulse5", dict(SVD_DEFAULTS)
+            "impulse5-svd",
+            "impulse 5x5, the svd construction (0.1 defaults)",
+            "vit_tiny_impulse5",
+            dict(SVD_DEFAULTS),
+            label="impulse 5x5, `svd` (the 0.1 default)",
         ),
         Arm(
             "impulse3-svd-qkfro7",
@@ -434,6 +472,11 @@ def study_arm_names(study: str) -> list[str]:
     if study not in STUDIES:
         raise ValueError(f"unknown study {study!r}; expected one of {', '.join(STUDIES)}")
     return list(ARMS) if study == "main" else [*ABLATION_REFERENCES, *ABLATION_ARMS]
+
+
+def arm_label(name: str) -> str:
+    """What tables and plots call the arm ``name``: its label, or ``name`` itself where it is no arm."""
+    return ALL_ARMS[name].label if name in ALL_ARMS else name
 
 
 def select_arms(names: Iterable[str] | None = None) -> list[Arm]:

@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json, write_text
+from .arms import arm_label
 from .plots import save_figure
+from .stats import CLAIM_SEEDS, TIE_RULE, paired_comparison, paired_differences, spread
 
 __all__ = [
     "ALIASES",
     "AUGMENT_SIZE",
     "BENCH",
-    "CLAIM_SEEDS",
-    "LABELS",
     "LENGTH_SIZE",
     "LENGTH_SOURCES",
     "MAIN_ARMS",
@@ -40,19 +40,14 @@ __all__ = [
     "SIZE_ARMS",
     "SIZE_SOURCES",
     "SIZE_TABLE_ARMS",
-    "TIE_RULE",
     "build_augmentation",
     "build_campaign",
     "campaign_parser",
-    "compare",
-    "decide",
     "merge_scores",
-    "paired_differences",
     "plot_augmentation",
     "plot_sizes",
     "render_campaign_markdown",
     "report_campaign",
-    "spread",
     "write_campaign",
 ]
 
@@ -105,9 +100,6 @@ RERUN_SOURCES = (f"{BENCH}/cpu-proxy-n5000-rerun-cifar10/seed*/results.json",)
 RECIPE_KEYS = ("aa", "mixup", "cutmix", "hflip", "scale")  # the recorded train options that tell the regimes apart
 
 
-CLAIM_SEEDS = 3  # seeds an accuracy claim needs
-
-
 # The shift 3x3 runs made before `shift` became impulse3's default were recorded under this arm name (same settings).
 ALIASES = {"impulse3-shift": "impulse3"}
 
@@ -127,27 +119,6 @@ REFERENCES = ("default", "mimetic")
 REFERENCE_NAMES = {"default": "default", "mimetic": "mimetic", "impulse3": "`shift`"}  # the tables' column heads
 
 
-LABELS = {
-    "default": "timm's default (trunc normal)",
-    "mimetic": "mimetic",
-    "impulse3": "impulse 3x3, `shift` (default)",
-    "impulse5": "impulse 5x5, `shift` (default)",
-    "v1": "`v1` preset (impulse 3x3)",
-    "v2": "`v2` preset (impulse 3x3)",
-    "kaiming": "Kaiming uniform (PyTorch default)",
-    "convit": "ConViT (GPSA)",
-    "impulse5-svd": "impulse 5x5, `svd` (the 0.1 default)",
-}
-
-
-TIE_RULE = (
-    "An init is called ahead of (or behind) a reference only when it is ahead (behind) on every paired seed and the "
-    "mean paired difference is larger than the seed spread: the largest max-min range, over the same seeds, of "
-    "either arm's runs (how far runs of identical settings landed apart). Anything else is a tie. One seed gives no "
-    "verdict; two seeds are below the 3-seed bar for an accuracy claim and are marked so."
-)
-
-
 def merge_scores(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, float]]:
     """Final test top-1 per arm and seed, from harness records (``arms.<arm>.seeds`` / ``final_top1``).
 
@@ -164,53 +135,6 @@ def merge_scores(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, fl
     return {name: dict(sorted(per_seed.items())) for name, per_seed in scores.items()}
 
 
-def spread(values: Sequence[float]) -> dict[str, float | int]:
-    """n, mean, sample std (0 for one value), min, max and range (max - min) of ``values``."""
-    values = list(values)
-    if not values:
-        raise ValueError("spread of no values")
-    return {
-        "n": len(values),
-        "mean": round(statistics.fmean(values), 4),
-        "std": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0,
-        "min": min(values),
-        "max": max(values),
-        "range": round(max(values) - min(values), 4),
-    }
-
-
-def paired_differences(arm: Mapping[int, float], reference: Mapping[int, float]) -> dict[str, Any] | None:
-    """``arm - reference`` on each seed both have, with its spread; ``None`` when they share no seed."""
-    seeds = sorted(set(arm) & set(reference))
-    if not seeds:
-        return None
-    per_seed = {seed: round(arm[seed] - reference[seed], 4) for seed in seeds}
-    return {"seeds": seeds, "per_seed": per_seed, **spread(list(per_seed.values()))}
-
-
-def decide(differences: Sequence[float], tolerance: float) -> str:
-    """``ahead``, ``behind``, ``tie`` or ``no verdict`` (one seed) for paired differences (see :data:`TIE_RULE`)."""
-    differences = list(differences)
-    if len(differences) < 2:
-        return "no verdict"
-    mean = statistics.fmean(differences)
-    if all(d > 0 for d in differences) and mean > tolerance:
-        return "ahead"
-    if all(d < 0 for d in differences) and -mean > tolerance:
-        return "behind"
-    return "tie"
-
-
-def compare(arm: Mapping[int, float], reference: Mapping[int, float]) -> dict[str, Any] | None:
-    """Paired differences of ``arm`` against ``reference``, the seed spread they are judged against and the verdict."""
-    paired = paired_differences(arm, reference)
-    if paired is None:
-        return None
-    seeds = paired["seeds"]
-    tolerance = max(spread([arm[s] for s in seeds])["range"], spread([reference[s] for s in seeds])["range"])
-    return {**paired, "tolerance": tolerance, "verdict": decide(list(paired["per_seed"].values()), tolerance)}
-
-
 def _arm_summary(per_seed: Mapping[int, float]) -> dict[str, Any]:
     return {"per_seed": dict(per_seed), **spread(list(per_seed.values()))}
 
@@ -224,7 +148,7 @@ def _setting(
         "arms": {name: _arm_summary(scores[name]) for name in present},
         "not_run": [name for name in arms if not scores.get(name)],
         "vs": {
-            ref: {name: compare(scores[name], scores[ref]) for name in present if name != ref}
+            ref: {name: paired_comparison(scores[name], scores[ref]) for name in present if name != ref}
             for ref in references
             if scores.get(ref)
         },
@@ -232,7 +156,7 @@ def _setting(
     multi = [name for name in present if len(scores[name]) > 1]
     if multi:
         best = max(multi, key=lambda name: statistics.fmean(scores[name].values()))
-        verdicts = {name: compare(scores[name], scores[best]) for name in multi if name != best}
+        verdicts = {name: paired_comparison(scores[name], scores[best]) for name in multi if name != best}
         out["best"] = {
             "arm": best,
             "tied": [name for name, c in verdicts.items() if c is not None and c["verdict"] in ("tie", "no verdict")],
@@ -348,7 +272,7 @@ def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
     reference = scores[REGIME_REFERENCE]
     minus_reference = {
         key: {
-            name: compare(scores[key][name], reference[name])
+            name: paired_comparison(scores[key][name], reference[name])
             for name in SIZE_ARMS
             if name in scores[key] and name in reference
         }
@@ -416,7 +340,7 @@ def _setting_table(
     for name in arms:
         arm = setting["arms"].get(name)
         if arm is None:
-            lines.append(f"| {LABELS.get(name, name)} | not run (time) | – | – |" + " – | – |" * len(references))
+            lines.append(f"| {arm_label(name)} | not run (time) | – | – |" + " – | – |" * len(references))
             continue
         cells = []
         for ref in references:
@@ -432,7 +356,7 @@ def _setting_table(
                 cells += [diff, _verdict(c)]
         seeds = ", ".join(f"s{s}" for s in arm["per_seed"])
         lines.append(
-            f"| {LABELS.get(name, name)} | {_fmt(arm)} | {_seeds(arm['per_seed'])} ({seeds}) | "
+            f"| {arm_label(name)} | {_fmt(arm)} | {_seeds(arm['per_seed'])} ({seeds}) | "
             + (f"{arm['range']:.2f} | " if arm["n"] > 1 else "– | ")
             + " | ".join(cells)
             + " |"
@@ -446,12 +370,12 @@ def _best_line(setting: Mapping[str, Any]) -> str:
         return "Not run."
     if best is None:
         return "Best: no verdict (fewer than two seeds)."
-    tied = ", ".join(LABELS.get(n, n) for n in best["tied"]) or "none"
+    tied = ", ".join(arm_label(n) for n in best["tied"]) or "none"
     against = "; ".join(
-        f"{LABELS.get(n, n)} {c['mean']:+.2f} ({_signed(c['per_seed'])}): {_verdict(c)}" for n, c in best["vs"].items()
+        f"{arm_label(n)} {c['mean']:+.2f} ({_signed(c['per_seed'])}): {_verdict(c)}" for n, c in best["vs"].items()
     )
     return (
-        f"Highest mean: {LABELS.get(best['arm'], best['arm'])}; tied with it within seed spread: {tied}. "
+        f"Highest mean: {arm_label(best['arm'])}; tied with it within seed spread: {tied}. "
         f"Each init minus it, paired on the seed: {against}."
     )
 
@@ -480,7 +404,7 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
     if rows:
         out += ["### 50 epochs minus 10 epochs, same seed", "", "| init | mean gain from 5x the epochs | per seed |"]
         out += ["|---|---|---|"]
-        out += [f"| {LABELS[n]} | {r['mean']:+.2f} | {_signed(r['per_seed'])} |" for n, r in rows.items() if r]
+        out += [f"| {arm_label(n)} | {r['mean']:+.2f} | {_signed(r['per_seed'])} |" for n, r in rows.items() if r]
         out.append("")
     if "augmentation" in record:
         out += _augmentation_markdown(record["augmentation"])
@@ -549,7 +473,7 @@ def _augmentation_markdown(aug: Mapping[str, Any]) -> list[str]:
     ]
     for name in SIZE_ARMS:
         cells = [_summary_cell(r["arms"].get(name)) for r in regimes.values()]
-        out.append(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
+        out.append(f"| {arm_label(name)} | " + " | ".join(cells) + " |")
     spreads = [r["seed_spread"]["largest"] for r in regimes.values()]
     out.append("| seed spread: largest range of one init | " + " | ".join(_number(v) for v in spreads) + " |")
     seeds = [", ".join(f"s{s}" for s in r["seeds"]) or "–" for r in regimes.values()]
@@ -558,13 +482,13 @@ def _augmentation_markdown(aug: Mapping[str, Any]) -> list[str]:
     out += ["", "### Gain over timm's default, paired on the seed (verdict under the tie rule)", "", head, rule]
     for name in SIZE_ARMS[1:]:
         cells = [_difference_cell(r["vs"].get("default", {}).get(name)) for r in regimes.values()]
-        out.append(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
+        out.append(f"| {arm_label(name)} | " + " | ".join(cells) + " |")
     others = [key for key in regimes if key != aug["reference"]]
     out += ["", f"### Each regime minus {reference['label']}, same init and seed", ""]
     out += ["| init | " + " | ".join(regimes[k]["label"] for k in others) + " |", "|---|" + "---|" * len(others)]
     for name in SIZE_ARMS:
         cells = [_difference_cell(aug["minus_reference"][k].get(name)) for k in others]
-        out.append(f"| {LABELS[name]} | " + " | ".join(cells) + " |")
+        out.append(f"| {arm_label(name)} | " + " | ".join(cells) + " |")
     out.append("")
     rerun = aug.get("rerun", {})
     if rerun.get("arms"):
@@ -576,7 +500,7 @@ def _augmentation_markdown(aug: Mapping[str, Any]) -> list[str]:
         for name, per_seed in rerun["arms"].items():
             for seed, r in per_seed.items():
                 out.append(
-                    f"| {LABELS.get(name, name)} | s{seed} | {r['committed']:.2f} | {r['rerun']:.2f} | "
+                    f"| {arm_label(name)} | s{seed} | {r['committed']:.2f} | {r['rerun']:.2f} | "
                     f"{r['difference']:+.2f} | {r['committed_with'] or '?'} | {r['rerun_with'] or '?'} |"
                 )
         out += ["", f"Sources: {', '.join(f'`{p}`' for p in rerun['sources'])}", ""]
@@ -586,7 +510,7 @@ def _augmentation_markdown(aug: Mapping[str, Any]) -> list[str]:
         if regime["below_claim"]:
             title += f" (fewer than {CLAIM_SEEDS} seeds for some init: below the bar for an accuracy claim)"
         out += [title, "", *_setting_table(regime, SIZE_ARMS), "", _best_line(regime), ""]
-        per_arm = ", ".join(f"{LABELS[n]} {v:.2f}" for n, v in regime["seed_spread"]["per_arm"].items())
+        per_arm = ", ".join(f"{arm_label(n)} {v:.2f}" for n, v in regime["seed_spread"]["per_arm"].items())
         out += [f"Seed spread (max - min over seeds of identical settings): {per_arm or 'fewer than two seeds'}.", ""]
         recipe = ", ".join(f"`{k}`={v}" for k, v in regime["recipe"].items())
         out += [f"Recorded train options: {recipe or '–'}.", ""]
@@ -629,13 +553,13 @@ def plot_sizes(record: Mapping[str, Any], path: Path) -> Path:
                 ghigh.append(c["max"])
                 gcounts.append(c["n"])
         if xs:
-            (line,) = acc.plot(xs, mean, marker="o", label=LABELS[name])
+            (line,) = acc.plot(xs, mean, marker="o", label=arm_label(name))
             acc.fill_between(xs, low, high, color=line.get_color(), alpha=0.18)
             few = [(x, y) for x, y, n in zip(xs, mean, counts, strict=True) if n < 3]
             if few:  # fewer than 3 seeds: hollow marker
                 acc.plot(*zip(*few, strict=True), ls="none", marker="o", mfc="white", color=line.get_color())
             if gx:
-                gain.plot(gx, gmean, marker="o", color=line.get_color(), label=LABELS[name])
+                gain.plot(gx, gmean, marker="o", color=line.get_color(), label=arm_label(name))
                 gain.fill_between(gx, glow, ghigh, color=line.get_color(), alpha=0.18)
                 few = [(x, y) for x, y, n in zip(gx, gmean, gcounts, strict=True) if n < 3]
                 if few:
@@ -685,7 +609,7 @@ def plot_augmentation(record: Mapping[str, Any], path: Path) -> Path:
                 seeds = list(summary["per_seed"].values())
                 panel.plot([position] * len(seeds), seeds, ls="none", marker="o", ms=4, color=color,
                            mfc="white" if few else color)  # fmt: skip
-        acc.bar(0, 0, 0, color=color, alpha=0.5, label=LABELS[name])
+        acc.bar(0, 0, 0, color=color, alpha=0.5, label=arm_label(name))
     acc.set_ylabel("test top-1 (%)")
     gain.set_ylabel("paired gain over timm's default (points)")
     gain.axhline(0.0, color="black", lw=0.8)

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .campaign import BENCH, LABELS, _best_line, _load, _setting, _setting_table, merge_scores
+from .arms import arm_label
+from .campaign import BENCH, _best_line, _load, _setting, _setting_table, merge_scores
 
 __all__ = ["WIDTH_ARMS", "WIDTH_REFERENCES", "WIDTH_SOURCES", "build_width", "width_markdown"]
 
@@ -80,7 +81,7 @@ def width_markdown(width: Mapping[str, Any]) -> list[str]:
             out += ["Not run yet.", ""]
             continue
         out += [*_setting_table(setting, WIDTH_ARMS, WIDTH_REFERENCES), "", _best_line(setting), ""]
-        times = ", ".join(f"{LABELS.get(n, n)} {s / 60:.0f} min" for n, s in setting["wall_time_s"].items())
+        times = ", ".join(f"{arm_label(n)} {s / 60:.0f} min" for n, s in setting["wall_time_s"].items())
         out += [f"Wall time per run (mean over its seeds, two single-thread runs at a time): {times}.", ""]
         out += [f"Sources: {', '.join(f'`{p}`' for p in setting['sources'])}", ""]
     return out
