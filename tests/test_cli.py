@@ -227,13 +227,13 @@ PARSERS = {
     "benchmark_training": ("structinit_hf.benchmark.training_speed", "throughput_parser", (), "--step", "--steps"),
     "plot_attention": ("structinit_hf.benchmark.plots", "attention_parser", (), "--check", "--checkpoint"),
     "campaign_attention_distance": (
-        "structinit_hf.benchmark.attention_distance",
+        "structinit_hf.benchmark.campaign.attention_distance",
         "attention_distance_parser",
         (),
         "--num",
         "--num-images",
     ),
-    "campaign_report": ("structinit_hf.benchmark.campaign", "campaign_parser", ("report",), "--ro", "--root"),
+    "campaign_report": ("structinit_hf.benchmark.campaign.report", "campaign_parser", ("report",), "--ro", "--root"),
 }
 
 
