@@ -144,7 +144,8 @@ def test_convit_runs_at_the_width_of_the_vit_arms():
     """timm's ConViT multiplies embed_dim by num_heads: under a profile that sets the ViT width it gets it per head."""
     import timm
 
-    from structinit_hf.benchmark.arms import ARMS, PROFILES, arm_model_kwargs
+    from structinit_hf.benchmark.arms import ARMS
+    from structinit_hf.benchmark.profiles import PROFILES, arm_model_kwargs
 
     for name in ("cpu-proxy-n2500", "cpu-proxy-n5000"):
         profile = PROFILES[name]

@@ -35,7 +35,8 @@ from ..train.data import SAMPLE_DATASETS, VALIDATION_SPLITS, dataset_source, loa
 from ..train.errors import UsageError
 from ..train.loop import train
 from ..train.run_folder import LOCK_FILE, acquire_run_lock
-from .arms import ALL_ARMS, PROFILES, BenchmarkDataset, Profile, arm_label, select_arms
+from .arms import ALL_ARMS, arm_label, select_arms
+from .profiles import PROFILES, BenchmarkDataset, Profile
 from .report import aggregate_runs, numerics_line, write_outputs
 from .runs import RUN_LOG, RUN_RESULTS, train_argv
 from .stats import mean_std_text, paired_comparison

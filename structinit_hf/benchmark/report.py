@@ -13,9 +13,10 @@ import torch
 from ..atomic import replace_folder, write_json, write_text
 from ..train.hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
 from ..train.loading import load_model
-from .arms import ALL_ARMS, PAPER_TABLE2, Profile
+from .arms import ALL_ARMS, PAPER_TABLE2
 from .attention import attention_entropy
 from .plots import load_images, plot_attention_figure, save_figure
+from .profiles import Profile
 from .runs import RUN_RESULTS, RUN_SPECIFIC_ARGS, RUN_TIMING, flag_values, is_finished
 from .stats import mean_std_text
 

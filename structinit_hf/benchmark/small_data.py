@@ -26,17 +26,8 @@ from typing import Any
 
 from ..train.errors import UsageError
 from ..train.hub import ATTENTION_IMAGE
-from .arms import (
-    ALL_ARMS,
-    PROFILES,
-    STUDIES,
-    Arm,
-    BenchmarkDataset,
-    Profile,
-    arm_model_kwargs,
-    select_arms,
-    study_arm_names,
-)
+from .arms import ALL_ARMS, STUDIES, Arm, select_arms, study_arm_names
+from .profiles import PROFILES, BenchmarkDataset, Profile, arm_model_kwargs
 from .report import (
     aggregate_runs,
     draw_run_attention,
