@@ -89,7 +89,7 @@ def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
             "benchmark_small_data",
             ["--profile", "cifar10"],
             "error: profile 'cifar10' reads 'cifar10' from a local folder: pass --data-root DIR (the folder holding "
-            "cifar10/, e.g. ../shared/data) or --data-path",
+            "cifar10/, e.g. data) or --data-path",
         ),
         (
             "benchmark_small_data",
