@@ -162,7 +162,7 @@ def test_keyword_types_follow_the_annotations_of_the_function_that_takes_them():
 @pytest.mark.parametrize("model", ["vit_tiny_impulse3", "vit_tiny_patch16_224", "convit_tiny_patch2_32"])
 def test_the_keywords_users_pass_are_not_refused(model):
     """Catches the check refusing what timm builds: sizes as an int or (h, w), rates, pools, init options."""
-    from structinit_hf.train.loading import check_model_kwargs
+    from structinit_hf.train.model_kwargs import check_model_kwargs
 
     common = dict(img_size=32, patch_size=4, drop_path_rate=0.1, num_classes=10)
     vit = dict(global_pool="avg", class_token=False)

@@ -9,7 +9,7 @@ import timm
 import torch
 from tiny_runs import run, synthetic_args, synthetic_dataset, weights
 
-from structinit_hf.train import run_setup
+from structinit_hf.train import memory
 from structinit_hf.train.errors import UsageError
 from structinit_hf.train.memory import HEADROOM, fit_micro_batch, plan_fits, process_memory_bytes, saved_bytes_per_image
 
@@ -43,10 +43,10 @@ def test_counting_saved_activations_moves_no_state() -> None:
 
 def _memory_for(micro_batches: float, monkeypatch) -> None:
     """Make the machine look as if it had room for ``micro_batches`` images of 100 MB (x the step overhead)."""
-    monkeypatch.setattr(run_setup, "saved_bytes_per_image", lambda *args, **kwargs: 100 * MB)
-    per_image = round(100 * MB * run_setup.STEP_OVERHEAD)
+    monkeypatch.setattr(memory, "saved_bytes_per_image", lambda *args, **kwargs: 100 * MB)
+    per_image = round(100 * MB * memory.STEP_OVERHEAD)
     room = lambda device: int((process_memory_bytes(device) + 20 * MB + micro_batches * per_image) / HEADROOM)  # noqa: E731
-    monkeypatch.setattr(run_setup, "available_memory_bytes", room)
+    monkeypatch.setattr(memory, "available_memory_bytes", room)
 
 
 @pytest.mark.slow

@@ -19,8 +19,8 @@ from tiny_runs import REPO, image_folder, run, script_env
 
 from structinit_hf.__main__ import main
 from structinit_hf.train.args import TrainingSettings, training_parser
+from structinit_hf.train.dataloaders import fit_batch
 from structinit_hf.train.errors import UsageError
-from structinit_hf.train.run_setup import fit_batch
 
 CLASSES = ["feathered", "roadcars", "sky_things"]
 TINY = ["--model-kwargs", "depth=1", "img_size=16", "patch_size=4", "embed_dim=48"]

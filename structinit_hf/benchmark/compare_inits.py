@@ -30,11 +30,10 @@ from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
 from ..train.args import KeyValueAction, TrainingSettings, training_parser
-from ..train.checkpoints import result_flags
 from ..train.data import SAMPLE_DATASETS, VALIDATION_SPLITS, dataset_source, load_raw_dataset
 from ..train.errors import UsageError
 from ..train.loop import train
-from ..train.run_folder import LOCK_FILE, acquire_run_lock
+from ..train.run_folder import LOCK_FILE, acquire_run_lock, result_flags
 from .arms import ALL_ARMS, arm_label, select_arms
 from .profiles import PROFILES, BenchmarkDataset, Profile
 from .report import aggregate_runs, numerics_line, write_outputs

@@ -227,11 +227,17 @@ def save_checkpoint(
 
 
 def write_checkpoint(
-    model: torch.nn.Module, folder: str | os.PathLike, *, label_names: Sequence[str] | None = None
+    model: torch.nn.Module,
+    folder: str | os.PathLike,
+    *,
+    label_names: Sequence[str] | None = None,
+    extra_config: dict[str, Any] | None = None,
 ) -> None:
-    """Write :func:`save_checkpoint`'s files into the existing ``folder`` (no atomic swap: the caller's job)."""
+    """Write :func:`save_checkpoint`'s files into the existing ``folder`` (no atomic swap: the caller's job), with
+    ``extra_config``'s fields added to (or replacing) the config's."""
     timm_model = model.timm_model if isinstance(model, TimmWrapperPreTrainedModel) else model
     config = stock_timm_config(timm_model, None if label_names is None else [str(name) for name in label_names])
+    config.update(extra_config or {})
     config.save_pretrained(folder)
     state = {key: value.detach().contiguous() for key, value in timm_model.state_dict().items()}
     save_file(state, Path(folder) / "model.safetensors", metadata={"format": "pt"})

@@ -1,13 +1,9 @@
-"""The run folder of :func:`structinit_hf.train.loop.train`: epoch checkpoints, ``metrics.jsonl``, recovery, and the
-trained model in ``final/``.
+"""Epoch checkpoints: ``checkpoints/epoch_XXXX/`` written whole or not at all, read back, checked.
 
-A run folder holds ``checkpoints/epoch_XXXX/`` (accelerate's ``save_state`` plus ``trainer_state.json``,
-which also records the settings the run was started with), ``metrics.jsonl`` (one line per epoch),
-``final/`` and ``results.json``.  A checkpoint is written into ``checkpoints/.epoch_XXXX.tmp`` and
-renamed into place only when complete, so a SIGKILL at any instant leaves the folder in a state that
-:func:`clean_leftovers` and :func:`resume_point` turn into "resume from the newest complete checkpoint" or
-"start clean" without a manual step; ``metrics.jsonl`` is cut back to the checkpoint, so no epoch is logged
-twice.  A resumed run must keep the settings it was started with (:func:`check_same_settings`).
+A checkpoint is accelerate's ``save_state`` plus ``trainer_state.json`` (where the run was, and the result flags it
+was started with) and, with ``--model-ema``, the EMA weights. It is written into ``checkpoints/.epoch_XXXX.tmp`` and
+renamed into place only when complete, so a SIGKILL at any instant leaves either the previous checkpoints or the new
+one; what a kill leaves is cleared by :mod:`.run_folder`, which also decides which checkpoint a run resumes from.
 """
 
 from __future__ import annotations
@@ -23,35 +19,21 @@ import safetensors
 import safetensors.torch
 import torch
 from accelerate import Accelerator
-from timm.models import save_for_hf
 from timm.utils import ModelEmaV3
-from torch import nn
 
-from ..atomic import delete_folder, recover_folder, replace_folder, swap_in_folder, write_text
-from ..models.timm_wrapper import write_checkpoint
+from ..atomic import delete_folder, swap_in_folder
 from .errors import UsageError
-from .loading import ClassifierLogits
 
 __all__ = [
     "CHECKPOINT_PREFIX",
     "EMA_WEIGHTS",
-    "METRICS",
-    "RESULT_NEUTRAL_FLAGS",
     "RunState",
     "TRAINER_STATE",
-    "append_metrics",
     "check_checkpoint_files",
-    "check_same_settings",
-    "clean_leftovers",
     "complete_checkpoints",
     "find_checkpoint",
     "load_training_state",
     "read_trainer_state",
-    "reset_metrics",
-    "resume_point",
-    "result_flags",
-    "save_final_model",
-    "save_timm_folder",
     "save_training_state",
 ]
 
@@ -62,18 +44,6 @@ TRAINER_STATE = "trainer_state.json"
 
 
 EMA_WEIGHTS = "ema.safetensors"
-
-
-METRICS = "metrics.jsonl"
-
-
-# flags that cannot change the trained weights or the scores: a resumed run may change them freely
-RESULT_NEUTRAL_FLAGS = frozenset(
-    {
-        "workers", "report_to", "resume", "output_dir", "checkpoint_every", "keep_checkpoints", "compile",
-        "eval_batch_size", "trust_remote_code", "allow_new_label_names",
-    }
-)  # fmt: skip
 
 
 @dataclass
@@ -105,85 +75,6 @@ def find_checkpoint(output_dir: Path, resume: str) -> Path | None:
     return path
 
 
-def clean_leftovers(output_dir: Path) -> None:
-    """Undo what a kill left in a run folder: half-written checkpoints, half-done folder swaps and deletions.
-
-    Call it on the main process only, before anything reads the folder.
-    """
-    output_dir = Path(output_dir)
-    checkpoints = output_dir / "checkpoints"
-    for leftover in sorted(checkpoints.glob(".*")):
-        name = leftover.name
-        if name.endswith(".old"):  # a swap cut between its renames: put the previous version back
-            recover_folder(checkpoints / name[1 : -len(".old")])
-        elif leftover.exists():
-            shutil.rmtree(leftover)
-    recover_folder(output_dir / "final")
-
-
-def resume_point(output_dir: Path, resume: str | None) -> Path | None:
-    """The checkpoint a run continues from, or ``None`` to start clean.
-
-    Without ``--resume`` a folder that already holds a complete checkpoint is refused (its run would be
-    overwritten); ``--resume latest`` on a folder with none starts clean, so the same command works
-    before and after a kill at any instant.  A finished run whose checkpoints were deleted (its
-    ``results.json`` stays; no kill leaves that) is refused either way rather than trained again.
-    """
-    output_dir = Path(output_dir)
-    if resume is None and complete_checkpoints(output_dir):
-        raise UsageError(f"{output_dir} already holds checkpoints; pass --resume latest or another --output-dir")
-    checkpoint = find_checkpoint(output_dir, resume) if resume is not None else None
-    if checkpoint is None and (output_dir / "results.json").is_file():
-        raise UsageError(
-            f"{output_dir} holds a finished run (results.json) and no checkpoint to resume from; pass another "
-            "--output-dir, or move the old run away to train it again"
-        )
-    return checkpoint
-
-
-def reset_metrics(output_dir: Path, last_epoch: int) -> None:
-    """Cut ``metrics.jsonl`` back to the epochs up to ``last_epoch`` (0: remove it), each logged once."""
-    _truncate_metrics(Path(output_dir) / METRICS, last_epoch)
-
-
-def _truncate_metrics(path: Path, last_epoch: int) -> None:
-    """Keep the lines of epochs up to ``last_epoch``, each once; a line cut short by a kill is dropped."""
-    if not path.is_file():
-        return
-    kept: dict[int, str] = {}
-    for line in path.read_text().splitlines():
-        try:
-            epoch = json.loads(line)["epoch"]
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue
-        if epoch <= last_epoch:
-            kept[epoch] = line
-    if kept:
-        write_text(path, "".join(kept[epoch] + "\n" for epoch in sorted(kept)))
-    else:
-        path.unlink()
-
-
-def append_metrics(output_dir: Path, record: dict[str, Any]) -> None:
-    """Add one epoch's line to ``metrics.jsonl``."""
-    with (Path(output_dir) / METRICS).open("a") as handle:
-        handle.write(json.dumps(record) + "\n")
-
-
-def result_flags(flags: dict[str, Any]) -> dict[str, Any]:
-    """Those of the recorded ``flags`` (:meth:`~structinit_hf.train.args.TrainingSettings.flags`) that decide a run's
-    result: what a resumed run must keep (``trainer_state.json``'s ``settings``)."""
-    return {key: value for key, value in flags.items() if key not in RESULT_NEUTRAL_FLAGS}
-
-
-def _flag(name: str, value: Any) -> str:
-    if isinstance(value, dict):
-        value = " ".join(f"{key}={item}" for key, item in value.items()) or "(none)"
-    elif isinstance(value, list):
-        value = " ".join(str(item) for item in value)
-    return f"--{name.replace('_', '-')} {value}"
-
-
 def _recovery(checkpoint: Path) -> str:
     """How to go on without ``checkpoint``: the previous complete checkpoint, else a fresh start."""
     older = [path for path in complete_checkpoints(checkpoint.parent.parent) if path.name < checkpoint.name]
@@ -203,20 +94,6 @@ def read_trainer_state(checkpoint: Path) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise UsageError(f"{path} holds no trainer state (a JSON object); {_recovery(Path(checkpoint))}")
     return state
-
-
-def check_same_settings(checkpoint: Path, settings: dict[str, Any]) -> None:
-    """Refuse to resume ``checkpoint`` with settings other than those its run was started with."""
-    started = read_trainer_state(checkpoint).get("settings")
-    if started is None:  # a checkpoint from before settings were recorded: nothing to compare
-        return
-    changed = sorted(key for key in started.keys() | settings.keys() if started.get(key) != settings.get(key))
-    if changed:
-        differences = ", ".join(f"{_flag(key, started.get(key))} (now {settings.get(key)})" for key in changed)
-        raise UsageError(
-            f"cannot resume {checkpoint}: the run was started with {differences}; resume with the flags it was "
-            "started with, or pass another --output-dir to start a new run with these"
-        )
 
 
 def check_checkpoint_files(checkpoint: Path) -> None:
@@ -246,11 +123,12 @@ def save_training_state(
     accelerator: Accelerator,
     output_dir: Path,
     state: RunState,
-    settings: dict[str, Any],
+    result_flags: dict[str, Any],
     ema: ModelEmaV3 | None,
     keep: int,
 ) -> Path:
-    """Write ``checkpoints/epoch_XXXX`` (a temporary folder, then a rename); keep the newest ``keep``."""
+    """Write ``checkpoints/epoch_XXXX`` (a temporary folder, then a rename), recording ``state`` and the run's
+    ``result_flags`` (what a resumed run must keep); keep the newest ``keep``."""
     checkpoints = Path(output_dir) / "checkpoints"
     target = checkpoints / f"{CHECKPOINT_PREFIX}{state.epoch:04d}"
     temporary = checkpoints / f".{target.name}.tmp"
@@ -264,7 +142,7 @@ def save_training_state(
     if accelerator.is_main_process:
         if ema is not None:
             safetensors.torch.save_model(ema.module, str(temporary / EMA_WEIGHTS))
-        trainer_state = {**asdict(state), "settings": settings}
+        trainer_state = {**asdict(state), "settings": result_flags}  # the key older runs wrote
         (temporary / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2) + "\n")
         swap_in_folder(temporary, target)
         for old in complete_checkpoints(output_dir)[:-keep]:
@@ -302,11 +180,16 @@ def _check_same_parameters(model: torch.nn.Module, checkpoint: Path) -> None:
 
 
 def load_training_state(
-    accelerator: Accelerator, checkpoint: Path, ema: ModelEmaV3 | None, model: torch.nn.Module
+    accelerator: Accelerator,
+    checkpoint: Path,
+    trainer_state: dict[str, Any],
+    ema: ModelEmaV3 | None,
+    model: torch.nn.Module,
 ) -> RunState:
-    """Restore model, optimizer, RNG states and EMA weights from ``checkpoint``; return where the run was."""
+    """Restore model, optimizer, RNG states and EMA weights from ``checkpoint`` (whose ``trainer_state.json`` was read
+    as ``trainer_state``); return where the run was."""
     check_checkpoint_files(checkpoint)
-    saved = read_trainer_state(checkpoint)
+    saved = trainer_state
     _check_same_parameters(accelerator.unwrap_model(model), checkpoint)
     accelerator.load_state(str(checkpoint))
     if ema is not None:
@@ -319,54 +202,3 @@ def load_training_state(
         raise UsageError(
             f"{checkpoint / TRAINER_STATE} lacks {error.args[0]!r}; {_recovery(Path(checkpoint))}"
         ) from None
-
-
-def save_final_model(
-    model: nn.Module,
-    out_dir: Path,
-    label_names: list[str],
-    *,
-    init: dict[str, Any] | None = None,
-    fine_tuned_from: dict[str, Any] | None = None,
-) -> Path:
-    """Write the trained model to ``out_dir`` so that timm and transformers both load it.
-
-    A model of this package built from its init goes through
-    :func:`structinit_hf.models.timm_wrapper.write_checkpoint` (a stock ``timm_wrapper`` folder under a stock timm name,
-    with the init it started from); another timm model (a loaded checkpoint among them) is saved in timm's format,
-    which transformers loads through its ``TimmWrapper``; a transformers model is saved with ``save_pretrained``,
-    beside the image processor it was loaded with (if any), so
-    ``AutoImageProcessor`` and evaluation read the trained folder as they read the original. A fine-tuned model's
-    ``config.json`` keeps the init record of the checkpoint it came from (``structinit``) and names it
-    (``fine_tuned_from``).
-    """
-    # a fine-tuned model's own record is empty (loaded, not initialized): it carries its parent's
-    extra = {} if fine_tuned_from is None else {"structinit": dict(init or {}), "fine_tuned_from": fine_tuned_from}
-
-    def write(folder: Path) -> None:
-        network = model.model if isinstance(model, ClassifierLogits) else model
-        if hasattr(getattr(network, "timm_model", network), "network_args"):  # this package's ViTs and ConViT peer
-            write_checkpoint(network, folder, label_names=label_names)
-        elif isinstance(model, ClassifierLogits):
-            model.model.save_pretrained(folder)
-            if model.processor is not None:
-                model.processor.save_pretrained(folder)
-        else:
-            save_timm_folder(model, folder, label_names)
-        if extra:
-            config_file = folder / "config.json"
-            config_file.write_text(json.dumps({**json.loads(config_file.read_text()), **extra}, indent=2) + "\n")
-
-    return replace_folder(out_dir, write)
-
-
-def save_timm_folder(model: nn.Module, folder: Path, label_names: list[str]) -> None:
-    """timm's ``save_for_hf`` (``config.json`` + ``model.safetensors``), loadable by transformers' TimmWrapper too.
-
-    The wrapper passes ``num_classes`` itself, so it must not also sit in ``model_args``.
-    """
-    save_for_hf(model, folder, model_config={"label_names": label_names}, safe_serialization=True)
-    config_file = Path(folder) / "config.json"
-    config = json.loads(config_file.read_text())
-    config.get("model_args", {}).pop("num_classes", None)
-    config_file.write_text(json.dumps(config, indent=2) + "\n")

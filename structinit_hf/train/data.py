@@ -13,7 +13,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import datasets
@@ -21,6 +21,9 @@ import numpy as np
 from huggingface_hub import constants as hub_constants
 
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .args import DataSettings
 
 __all__ = [
     "IMAGE_COLUMNS",
@@ -31,6 +34,7 @@ __all__ = [
     "dataset_source",
     "ensure_hub_reachable",
     "find_columns",
+    "known_label_names",
     "load_image_classification",
     "load_raw_dataset",
     "stratified_split",
@@ -313,3 +317,23 @@ def load_image_classification(
         label_column=label,
         label_names=_label_names(train if train is not None else evaluation, label),
     )
+
+
+def known_label_names(data: DataSettings) -> list[str] | None:
+    """The class names as the dataset's metadata records them (no image read), or ``None`` if it does not."""
+    path = Path(data.dataset).expanduser()
+    if not path.exists() and not data.dataset.startswith((".", "/", "~")):
+        ensure_hub_reachable(data.dataset)  # an unreachable Hub fails at once, as loading it would
+    try:
+        if path.is_dir() and any((path / name).is_file() for name in ("dataset_dict.json", "state.json")):
+            loaded = datasets.load_from_disk(str(path))  # memory-mapped: nothing decoded
+            split = loaded[data.train_split] if isinstance(loaded, datasets.DatasetDict) else loaded
+            features = split.features
+        else:
+            source = str(path) if path.is_dir() else data.dataset
+            features = datasets.load_dataset_builder(source, name=data.dataset_config).info.features
+        _, label = find_columns(features, data.image_column, data.label_column)
+    except Exception:  # noqa: BLE001  no usable metadata: the labels come from the loaded dataset instead
+        return None
+    feature = features[label]
+    return list(feature.names) if isinstance(feature, datasets.ClassLabel) else None

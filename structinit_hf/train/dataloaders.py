@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import datasets
 import numpy as np
@@ -21,11 +22,15 @@ from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from .errors import UsageError
 
+if TYPE_CHECKING:
+    from .args import Recipe
+
 __all__ = [
     "EpochShuffleSampler",
     "TransformedImages",
     "build_transform",
     "eval_dataloader",
+    "fit_batch",
     "seeded_random_state",
     "split_item",
     "train_dataloader",
@@ -163,3 +168,24 @@ def eval_dataloader(
         pin_memory=pin_memory,
         persistent_workers=persistent and workers > 0,
     )
+
+
+def fit_batch(recipe: Recipe, train_rows: int, num_processes: int, say) -> Recipe:
+    """``recipe`` with the global batch that trains: ``--batch-size``, or, where the training split holds fewer rows,
+    the largest batch it fills (whole micro-batches on every process, even ones under mixup/cutmix); said in one
+    line. The learning rate is not scaled: this recipe sets it per run, not per image. A split too small for even
+    one batch is refused in one line that names the smallest it can take."""
+    if train_rows >= recipe.batch_size:
+        return recipe
+    unit = num_processes * (recipe.grad_accum or 1) * (2 if recipe.mixup or recipe.cutmix else 1)
+    fitted = train_rows // unit * unit
+    if fitted < 1:
+        raise UsageError(
+            f"{train_rows} training image(s): too few to train on; the smallest training split is {unit} images "
+            f"(one batch on {num_processes} process(es)), after the --val-split hold-out"
+        )
+    say(
+        f"batch: the training split has {train_rows} images, fewer than --batch-size {recipe.batch_size}; training "
+        f"with batch {fitted} ({train_rows // fitted} step(s) an epoch), the lr unchanged"
+    )
+    return replace(recipe, batch_size=fitted)

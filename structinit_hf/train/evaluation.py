@@ -31,12 +31,12 @@ from .dataloaders import TransformedImages, eval_dataloader
 from .errors import UsageError
 from .loading import (
     check_label_names,
-    check_model_kwargs,
     check_model_source,
     eval_transform,
     load_model,
     num_outputs,
 )
+from .model_kwargs import check_model_kwargs
 
 __all__ = [
     "evaluate",

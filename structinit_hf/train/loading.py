@@ -9,12 +9,9 @@ eval transform of a timm model's data config.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
-import sys
-import typing
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
@@ -26,14 +23,13 @@ import transformers
 from huggingface_hub import is_offline_mode
 from safetensors import SafetensorError, safe_open
 from timm.data import resolve_model_data_config
-from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from ..init.options import IMPULSE_KWARGS, ImpulseOptions
-from ..models.structinit_vit import StructInitVisionTransformer
+from ..init.options import IMPULSE_KWARGS
 from .data import ensure_hub_reachable
 from .dataloaders import build_transform
-from .errors import UsageError, check_kwarg_types, did_you_mean
+from .errors import UsageError, did_you_mean
+from .model_kwargs import unknown_keyword
 
 __all__ = [
     "ClassifierLogits",
@@ -41,9 +37,9 @@ __all__ = [
     "LoadedModel",
     "MODEL_WEIGHT_FILES",
     "ProcessorTransform",
-    "check_model_kwargs",
     "check_model_source",
     "create_timm_model",
+    "describe_fine_tuning",
     "eval_transform",
     "load_model",
     "model_data_config",
@@ -147,56 +143,15 @@ def _transformers_model(
     return ClassifierLogits(model, _image_processor(source, trust_remote_code))
 
 
-def _network_class(model: str) -> type | None:
-    """The class the timm name ``model`` builds, read off its entrypoint's return annotation; ``None`` for what is not
-    a timm name (a checkpoint folder, a Hub id) or an entrypoint without one."""
-    if not timm.is_model(model):
-        return None
-    try:
-        network = typing.get_type_hints(timm.models.model_entrypoint(model)).get("return")
-    except (NameError, TypeError):
-        return None
-    return network if isinstance(network, type) else None
-
-
-def _class_named_in(error: TypeError) -> type | None:
-    """The model class whose ``__init__`` refused a keyword (``"EfficientVit.__init__() got an unexpected keyword
-    argument ..."``), found among the loaded timm model modules and this package's; ``None`` if none matches."""
-    named = re.match(r"(\w+)\.__init__\(\)", str(error))
-    if named is None:
-        return None
-    modules = [m for name, m in list(sys.modules.items()) if name.startswith(("timm.models.", "structinit_hf.models."))]
-    found = (getattr(module, named.group(1), None) for module in modules)
-    return next((klass for klass in found if isinstance(klass, type) and issubclass(klass, nn.Module)), None)
-
-
-def _builder_keywords(model: str, error: TypeError) -> list[str] | None:
-    """The keywords ``timm.create_model(model, ...)`` accepts: its network's (annotated on the entrypoint, else named
-    by the ``error`` its ``__init__`` raised), ``create_model``'s own, and for this package's ViTs the init options;
-    ``None`` when the network is not known."""
-    network = _network_class(model) or _class_named_in(error)
-    if network is None:
-        return None
-    names = set(inspect.signature(network).parameters) | set(inspect.signature(timm.create_model).parameters)
-    if issubclass(network, StructInitVisionTransformer):  # its own keywords, then VisionTransformer's
-        names |= set(inspect.signature(VisionTransformer).parameters) | set(IMPULSE_KWARGS)
-    return sorted(name for name in names if name not in ("self", "kwargs", "args", "model_name", "variant"))
-
-
 def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
     """``timm.create_model(source, **kwargs)``; an unknown keyword is a :class:`UsageError` naming the nearest one."""
     try:
         return timm.create_model(source, **kwargs)
     except TypeError as error:
-        unknown = re.search(r"unexpected keyword argument '(\w+)'", str(error))
-        allowed = _builder_keywords(source, error) if unknown else None
-        if not allowed:
+        refusal = unknown_keyword(source, error)
+        if refusal is None:
             raise
-        name = unknown.group(1)
-        raise UsageError(
-            f"unknown model keyword {name!r} for {source}{did_you_mean(name, allowed)}; "
-            f"{source} takes: {', '.join(allowed)}"
-        ) from error
+        raise refusal from error
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
@@ -481,23 +436,14 @@ def check_model_source(source: str) -> None:
         )
 
 
-def _keyword_hints(model: str) -> dict[str, Any]:
-    """The annotated keywords of the network a timm name builds (its class's ``__init__`` up the MRO), and this
-    package's init options; ``{}`` for what is not a timm name. Annotations that do not resolve are left out."""
-    hints: dict[str, Any] = {}
-    network = _network_class(model)
-    for klass in reversed(getattr(network, "__mro__", ())):
-        try:
-            hints.update(typing.get_type_hints(klass.__init__))
-        except (NameError, TypeError):
-            continue
-    if isinstance(network, type) and issubclass(network, StructInitVisionTransformer):
-        hints.update(typing.get_type_hints(ImpulseOptions))
-    hints.pop("return", None)
-    return hints
-
-
-def check_model_kwargs(model_kwargs: dict[str, Any], model: str) -> None:
-    """``--model-kwargs`` for the timm name ``model``: a value of the wrong type for its network's keyword or for an
-    init option (``depth=abc``, ``seed=abc``, ``global_pool=mean``) is refused naming the keyword and what it takes."""
-    check_kwarg_types(model_kwargs, _keyword_hints(model), "--model-kwargs")
+def describe_fine_tuning(fine_tuned_from: dict[str, Any], num_classes: int) -> str:
+    """The log line of a run that starts from loaded weights: what was loaded, and what happened to the head."""
+    head = {
+        "kept": f"classifier kept ({num_classes} classes)",
+        "re-initialized": f"classifier re-initialized for {num_classes} classes (the checkpoint had "
+        f"{fine_tuned_from.get('checkpoint_classes')})",
+    }.get(fine_tuned_from.get("head"), f"classifier for {num_classes} classes")
+    resampled = "; ".join(fine_tuned_from.get("resampled") or [])
+    return f"fine-tuning {fine_tuned_from['model']}: weights loaded, no attention init runs; {head}" + (
+        f"; {resampled}" if resampled else ""
+    )

@@ -7,7 +7,7 @@ defaults, model, data, ``accelerator.prepare``, resume), then per epoch :func:`t
 ``accelerate launch`` sets up.  Each epoch's randomness (shuffle order, each sample's augmentation,
 mixup) is a function of ``(seed, epoch)`` and the learning rate a function of the step, so a run
 resumed from an epoch checkpoint reaches the same weights as an uninterrupted one.  The run folder is
-described in :mod:`structinit_hf.train.checkpoints`.
+described in :mod:`structinit_hf.train.run_folder`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from tqdm.auto import tqdm
 
 from ..atomic import write_json
 from .args import TrainingSettings
-from .checkpoints import append_metrics, complete_checkpoints, result_flags, save_final_model, save_training_state
+from .checkpoints import complete_checkpoints, save_training_state
 from .evaluation import evaluate, peak_gpu_memory_mb, results_record
+from .export import save_final_model
+from .run_folder import append_metrics, result_flags
 from .run_setup import Run, setup_run
 
 __all__ = [
@@ -67,25 +69,6 @@ def _all_finite(run: Run, value: torch.Tensor) -> bool:
     return run.accelerator.reduce(bad, reduction="sum").item() == 0
 
 
-def _forward_backward(run: Run, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Loss and gradients of one micro-batch; the first compiled call falls back to eager if compiling fails."""
-    if not run.compile_pending:
-        loss = run.criterion(run.forward(inputs), targets)
-        run.accelerator.backward(loss)
-        return loss
-    run.compile_pending = False
-    try:
-        return _forward_backward(run, inputs, targets)
-    except Exception as error:  # noqa: BLE001  any compiler failure; a real error recurs in the eager retry
-        first_line = (str(error).strip().splitlines() or [""])[0][:200]
-        run.accelerator.print(
-            f"warning: torch.compile failed ({type(error).__name__}: {first_line}); training without compilation"
-        )
-        run.forward = run.model
-        run.optimizer.zero_grad()
-        return _forward_backward(run, inputs, targets)
-
-
 def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
     """One pass over the training data; returns the mean loss, images trained and seconds taken."""
     accelerator, recipe, state = run.accelerator, run.recipe, run.state
@@ -102,7 +85,7 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
             targets = labels
             if run.mixup is not None:
                 inputs, targets = run.mixup(inputs, labels)
-            loss = _forward_backward(run, inputs, targets)
+            loss = run.step(inputs, targets)
             if accelerator.sync_gradients and recipe.clip_grad > 0:
                 accelerator.clip_grad_norm_(run.model.parameters(), recipe.clip_grad)
             run.optimizer.step()

@@ -12,12 +12,19 @@ fits, keeping the global batch through gradient accumulation.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+from accelerate import PartialState
+from accelerate.utils import gather_object
 from torch import nn
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .args import Recipe
 
 __all__ = [
     "GB",
@@ -27,6 +34,7 @@ __all__ = [
     "available_memory_bytes",
     "fit_micro_batch",
     "plan_fits",
+    "plan_memory",
     "process_memory_bytes",
     "saved_bytes_per_image",
 ]
@@ -88,14 +96,16 @@ def process_memory_bytes(device: torch.device) -> int:
 
 
 def saved_bytes_per_image(
-    model: nn.Module, input_size: tuple[int, ...], device: torch.device, autocast: Callable | None = None
+    model: nn.Module, input_size: tuple[int, ...], device: torch.device, precision: str = "no"
 ) -> int:
-    """Bytes autograd keeps for the backward pass per image: counted on a forward of two images.
+    """Bytes autograd keeps for the backward pass per image: counted on a forward of two images, under the autocast
+    of the run's ``--mixed-precision`` (``no``, ``fp16`` or ``bf16``), as accelerate will train it.
 
     The model runs in eval mode under a forked random state, so no batch-norm statistic, dropout draw or
     generator moves; the graph is dropped without a backward pass.
     """
     images = 2
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     seen: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
@@ -111,7 +121,7 @@ def saved_bytes_per_image(
             inputs = torch.zeros((images, *input_size), device=device)
             parameters = {id(p) for p in model.parameters()}
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-                with autocast() if autocast is not None else torch.autocast(device.type, enabled=False):
+                with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                     output = model(inputs)
             del output
         weights = {p.untyped_storage().data_ptr() for p in model.parameters() if id(p) in parameters}
@@ -175,3 +185,47 @@ def fit_micro_batch(
 def plan_fits(plan: MemoryPlan) -> bool:
     """Whether ``plan``'s estimated peak is within the share of the available memory a run may plan on."""
     return plan.available_bytes is None or plan.peak_bytes <= plan.available_bytes * HEADROOM
+
+
+def plan_memory(
+    recipe: Recipe,
+    processes: PartialState,
+    model: nn.Module,
+    input_size: tuple[int, ...],
+    precision: str,
+    local_processes: int,
+    grad_accum: int | None,
+    accumulation_from: str | None,
+) -> MemoryPlan:
+    """The micro-batch of each process: the largest whose estimated peak fits the memory this process may use
+    (the machine's available memory shared among its processes), unless ``grad_accum`` (the flag's, or the resumed
+    run's: ``accumulation_from``) fixes it; refuse, in one line and before the first step, a run that cannot fit."""
+    device = processes.device
+    per_process = recipe.batch_size // processes.num_processes
+    available = available_memory_bytes(device)
+    if available is not None and device.type != "cuda":
+        available //= local_processes
+    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    states = 3 + (1 if recipe.model_ema else 0)  # gradients, two AdamW moments, the EMA copy
+    base = process_memory_bytes(device) + states * parameter_bytes
+    per_image = round(saved_bytes_per_image(model, input_size, device, precision) * STEP_OVERHEAD)
+    even = bool(recipe.mixup or recipe.cutmix)
+    plan = fit_micro_batch(per_process, base, per_image, available, grad_accum, even)
+    if processes.num_processes > 1:  # every process must step together: the largest accumulation any needs
+        accumulation = max(gather_object([plan.grad_accum]))
+        plan = fit_micro_batch(per_process, base, per_image, available, accumulation, even)
+    fits = plan_fits(plan)
+    if processes.num_processes > 1:
+        fits = all(gather_object([fits]))
+    if not fits:
+        advice = {
+            "flag": "pass a larger --grad-accum (or leave it out to fit the micro-batch), a smaller --batch-size, "
+            "or free memory",
+            "checkpoint": f"the run was started with --grad-accum {plan.grad_accum}; free memory to resume it",
+        }.get(accumulation_from, "even the smallest micro-batch does not fit: free memory or train a smaller model")
+        raise UsageError(
+            f"--batch-size {recipe.batch_size} does not fit in memory: as micro-batch {plan.micro_batch} x "
+            f"{plan.grad_accum} accumulation x {processes.num_processes} process(es) it has an {plan.describe()} "
+            f"(a run plans on {HEADROOM:.0%} of it); {advice}"
+        )
+    return plan

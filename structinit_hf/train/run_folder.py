@@ -1,9 +1,12 @@
-"""The output folder of a training run: its default name, its lock, the checkpoint it resumes from, its metrics.
+"""A training run's folder: its default name, its lock, what a kill left, the point it resumes from, its metrics.
 
-Before a model is built or an image read, the main process takes ``run.lock``,
-clears what a killed run left behind, and a resumed checkpoint's recorded settings are compared with this run's.
-Once the run is prepared, :func:`start_run_state` restores the checkpoint's state and cuts the metrics back to it
-(:mod:`structinit_hf.train.checkpoints` describes the folder).
+A run folder holds ``checkpoints/epoch_XXXX/`` (:mod:`.checkpoints`), ``metrics.jsonl`` (one line per epoch),
+``final/`` (:mod:`.export`) and ``results.json``. Before a model is built or an image read, the main process takes
+``run.lock`` (:func:`lock_run_folder`) and :func:`open_run_folder` clears what a killed run left behind and finds the
+checkpoint ``--resume`` names, read once into a :class:`ResumePoint`. Once the run's flags are known the resume point
+refuses other result flags than the run was started with (:meth:`ResumePoint.check_same_flags`), and
+:func:`start_run_state` restores the checkpoint and cuts ``metrics.jsonl`` back to it, so the same command works
+before and after a kill at any instant and no epoch is logged twice.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,28 +27,39 @@ from accelerate.utils import broadcast_object_list
 from timm.utils import ModelEmaV3
 from torch import nn
 
-from .args import TrainingSettings
-from .checkpoints import (
-    RunState,
-    check_same_settings,
-    clean_leftovers,
-    load_training_state,
-    read_trainer_state,
-    reset_metrics,
-    result_flags,
-    resume_point,
-)
+from ..atomic import recover_folder, write_text
+from .checkpoints import RunState, complete_checkpoints, find_checkpoint, load_training_state, read_trainer_state
 from .errors import UsageError
 
 __all__ = [
     "LOCK_FILE",
+    "METRICS",
+    "RESULT_NEUTRAL_FLAGS",
+    "ResumePoint",
     "RunLock",
     "acquire_run_lock",
+    "append_metrics",
+    "clean_leftovers",
     "default_output_dir",
     "lock_run_folder",
     "open_run_folder",
+    "result_flags",
     "start_run_state",
 ]
+
+LOCK_FILE = "run.lock"
+
+
+METRICS = "metrics.jsonl"
+
+
+# flags that cannot change the trained weights or the scores: a resumed run may change them freely
+RESULT_NEUTRAL_FLAGS = frozenset(
+    {
+        "workers", "report_to", "resume", "output_dir", "checkpoint_every", "keep_checkpoints", "compile",
+        "eval_batch_size", "trust_remote_code", "allow_new_label_names",
+    }
+)  # fmt: skip
 
 
 def default_output_dir(model: str, dataset: str) -> Path:
@@ -71,52 +86,67 @@ def lock_run_folder(output_dir: Path, processes: PartialState) -> RunLock | None
     return lock
 
 
-def _started_accumulation(checkpoint: Path | None) -> int | None:
-    """The gradient accumulation a resumed run was started with (it decides the result to the last bit)."""
-    if checkpoint is None:
-        return None
-    return read_trainer_state(checkpoint).get("settings", {}).get("grad_accum")
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a run starts: the checkpoint it continues from (``None``: a fresh start) with its ``trainer_state.json``
+    read once, and the gradient accumulation it trains with (``None``: fitted to the memory) and where that comes
+    from: ``"flag"`` (``--grad-accum``), ``"checkpoint"`` (the run was started with it) or ``None``."""
+
+    checkpoint: Path | None = None
+    trainer_state: dict[str, Any] = field(default_factory=dict)
+    grad_accum: int | None = None
+    accumulation_from: str | None = None
+
+    def check_same_flags(self, flags: dict[str, Any]) -> None:
+        """Refuse to resume with result flags other than those the run was started with (``flags`` is the run's whole
+        record, :meth:`~structinit_hf.train.args.TrainingSettings.flags`)."""
+        started = self.trainer_state.get("settings")  # the result flags, under the key older runs wrote
+        if self.checkpoint is None or started is None:  # a fresh start, or a checkpoint from before they were recorded
+            return
+        now = result_flags(flags)
+        changed = sorted(key for key in started.keys() | now.keys() if started.get(key) != now.get(key))
+        if changed:
+            differences = ", ".join(f"{_flag(key, started.get(key))} (now {now.get(key)})" for key in changed)
+            raise UsageError(
+                f"cannot resume {self.checkpoint}: the run was started with {differences}; resume with the flags it "
+                "was started with, or pass another --output-dir to start a new run with these"
+            )
 
 
 def open_run_folder(
-    settings: TrainingSettings, accelerator: Accelerator, output_dir: Path, mixed_precision: str
-) -> tuple[Path | None, int | None, str | None]:
-    """Clear what a killed run left in ``output_dir`` and find the checkpoint ``--resume`` names, refusing one whose
-    settings differ from this run's (trained at ``mixed_precision``).
+    output_dir: Path, resume: str | None, grad_accum: int | None, processes: PartialState
+) -> ResumePoint:
+    """Clear what a killed run left in ``output_dir`` and find the checkpoint ``--resume`` names.
 
-    A resumed run keeps the ``--grad-accum`` it was started with. Returns the checkpoint (``None``: a fresh start),
-    the gradient accumulation to train with (``None``: left to fit the memory) and where it comes from: ``"flag"``,
-    ``"checkpoint"``, or ``None``.
-    """
-    grad_accum = settings.recipe.grad_accum
-    accumulation_from = "flag" if grad_accum is not None else None
-    if accelerator.is_main_process:
+    A resumed run keeps the ``--grad-accum`` it was started with (it decides the result to the last bit) unless the
+    flag is given, in which case the flags check refuses a different one."""
+    if processes.is_main_process:
         clean_leftovers(output_dir)
-    accelerator.wait_for_everyone()
-    checkpoint = resume_point(output_dir, settings.run.resume)
-    started = _started_accumulation(checkpoint)
-    if grad_accum is None and started is not None:
-        grad_accum, accumulation_from = started, "checkpoint"
-    if checkpoint is not None:
-        flags = settings.flags(mixed_precision=mixed_precision, grad_accum=grad_accum)
-        check_same_settings(checkpoint, result_flags(flags))
-    return checkpoint, grad_accum, accumulation_from
+    processes.wait_for_everyone()
+    checkpoint = _resume_checkpoint(output_dir, resume)
+    if checkpoint is None:
+        return ResumePoint(grad_accum=grad_accum, accumulation_from="flag" if grad_accum is not None else None)
+    trainer_state = read_trainer_state(checkpoint)
+    started = trainer_state.get("settings", {}).get("grad_accum")
+    if grad_accum is not None:
+        return ResumePoint(checkpoint, trainer_state, grad_accum, "flag")
+    return ResumePoint(checkpoint, trainer_state, started, "checkpoint" if started is not None else None)
 
 
 def start_run_state(
     flags: dict[str, Any],
     accelerator: Accelerator,
     output_dir: Path,
-    checkpoint: Path | None,
+    resume: ResumePoint,
     ema: ModelEmaV3 | None,
     model: nn.Module,
 ) -> RunState:
     """Where the run starts: the checkpoint's state restored (a fresh one without), the folder's metrics cut back to
-    it, and the trackers started."""
+    it, and the trackers started with the run's ``flags``."""
     state = RunState()
-    if checkpoint is not None:
-        state = load_training_state(accelerator, checkpoint, ema, model)
-        accelerator.print(f"resumed from {checkpoint} (epoch {state.epoch}, step {state.step})")
+    if resume.checkpoint is not None:
+        state = load_training_state(accelerator, resume.checkpoint, resume.trainer_state, ema, model)
+        accelerator.print(f"resumed from {resume.checkpoint} (epoch {state.epoch}, step {state.step})")
     if accelerator.is_main_process:
         output_dir.mkdir(parents=True, exist_ok=True)
         reset_metrics(output_dir, state.epoch)
@@ -127,7 +157,83 @@ def start_run_state(
     return state
 
 
-LOCK_FILE = "run.lock"
+def clean_leftovers(output_dir: Path) -> None:
+    """Undo what a kill left in a run folder: half-written checkpoints, half-done folder swaps and deletions.
+
+    Call it on the main process only, before anything reads the folder.
+    """
+    output_dir = Path(output_dir)
+    checkpoints = output_dir / "checkpoints"
+    for leftover in sorted(checkpoints.glob(".*")):
+        name = leftover.name
+        if name.endswith(".old"):  # a swap cut between its renames: put the previous version back
+            recover_folder(checkpoints / name[1 : -len(".old")])
+        elif leftover.exists():
+            shutil.rmtree(leftover)
+    recover_folder(output_dir / "final")
+
+
+def _resume_checkpoint(output_dir: Path, resume: str | None) -> Path | None:
+    """The checkpoint a run continues from, or ``None`` to start clean.
+
+    Without ``--resume`` a folder that already holds a complete checkpoint is refused (its run would be
+    overwritten); ``--resume latest`` on a folder with none starts clean, so the same command works
+    before and after a kill at any instant.  A finished run whose checkpoints were deleted (its
+    ``results.json`` stays; no kill leaves that) is refused either way rather than trained again.
+    """
+    output_dir = Path(output_dir)
+    if resume is None and complete_checkpoints(output_dir):
+        raise UsageError(f"{output_dir} already holds checkpoints; pass --resume latest or another --output-dir")
+    checkpoint = find_checkpoint(output_dir, resume) if resume is not None else None
+    if checkpoint is None and (output_dir / "results.json").is_file():
+        raise UsageError(
+            f"{output_dir} holds a finished run (results.json) and no checkpoint to resume from; pass another "
+            "--output-dir, or move the old run away to train it again"
+        )
+    return checkpoint
+
+
+def reset_metrics(output_dir: Path, last_epoch: int) -> None:
+    """Cut ``metrics.jsonl`` back to the epochs up to ``last_epoch`` (0: remove it), each logged once."""
+    _truncate_metrics(Path(output_dir) / METRICS, last_epoch)
+
+
+def _truncate_metrics(path: Path, last_epoch: int) -> None:
+    """Keep the lines of epochs up to ``last_epoch``, each once; a line cut short by a kill is dropped."""
+    if not path.is_file():
+        return
+    kept: dict[int, str] = {}
+    for line in path.read_text().splitlines():
+        try:
+            epoch = json.loads(line)["epoch"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+        if epoch <= last_epoch:
+            kept[epoch] = line
+    if kept:
+        write_text(path, "".join(kept[epoch] + "\n" for epoch in sorted(kept)))
+    else:
+        path.unlink()
+
+
+def append_metrics(output_dir: Path, record: dict[str, Any]) -> None:
+    """Add one epoch's line to ``metrics.jsonl``."""
+    with (Path(output_dir) / METRICS).open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def result_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    """Those of the recorded ``flags`` (:meth:`~structinit_hf.train.args.TrainingSettings.flags`) that decide a run's
+    result: what a resumed run must keep (``trainer_state.json``'s ``settings``)."""
+    return {key: value for key, value in flags.items() if key not in RESULT_NEUTRAL_FLAGS}
+
+
+def _flag(name: str, value: Any) -> str:
+    if isinstance(value, dict):
+        value = " ".join(f"{key}={item}" for key, item in value.items()) or "(none)"
+    elif isinstance(value, list):
+        value = " ".join(str(item) for item in value)
+    return f"--{name.replace('_', '-')} {value}"
 
 
 @dataclass

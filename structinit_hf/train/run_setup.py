@@ -11,14 +11,13 @@ what the device and the memory plan decide for flags left unset is recorded besi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import datasets
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.utils import DataLoaderConfiguration, gather_object, parse_flag_from_env, set_seed
+from accelerate.utils import DataLoaderConfiguration, parse_flag_from_env, set_seed
 from timm.data import Mixup
 from timm.loss import SoftTargetCrossEntropy
 from timm.optim import create_optimizer_v2
@@ -27,41 +26,26 @@ from timm.utils import ModelEmaV3
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from .args import DataSettings, ModelSettings, Recipe, Speed, TrainingSettings, check_run_args
+from .args import ModelSettings, Recipe, Speed, TrainingSettings, check_run_args
 from .checkpoints import RunState
-from .data import ImageClassificationData, ensure_hub_reachable, find_columns, load_image_classification
-from .dataloaders import eval_dataloader, train_dataloader
+from .data import ImageClassificationData, known_label_names, load_image_classification
+from .dataloaders import eval_dataloader, fit_batch, train_dataloader
 from .errors import UsageError
 from .loading import (
     LoadedModel,
     check_label_names,
-    check_model_kwargs,
     check_model_source,
+    describe_fine_tuning,
     load_model,
     model_data_config,
 )
-from .memory import (
-    HEADROOM,
-    STEP_OVERHEAD,
-    MemoryPlan,
-    available_memory_bytes,
-    fit_micro_batch,
-    plan_fits,
-    process_memory_bytes,
-    saved_bytes_per_image,
-)
-from .run_folder import RunLock, default_output_dir, lock_run_folder, open_run_folder, start_run_state
+from .memory import MemoryPlan, plan_memory
+from .model_kwargs import check_model_kwargs
+from .run_folder import ResumePoint, RunLock, default_output_dir, lock_run_folder, open_run_folder, start_run_state
+from .step import TrainingStep
 from .tensor_data import training_datasets
 
-__all__ = [
-    "DeviceDefaults",
-    "Run",
-    "build_model",
-    "describe_fine_tuning",
-    "device_defaults",
-    "known_label_names",
-    "setup_run",
-]
+__all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "setup_run"]
 
 
 @dataclass(frozen=True)
@@ -123,7 +107,7 @@ class Run:
     init: dict[str, Any]
     fine_tuned_from: dict[str, Any] | None  # what loading a checkpoint changed; None for a model built fresh
     model: nn.Module
-    forward: nn.Module  # the model, or its torch.compile'd version
+    step: TrainingStep  # one micro-batch's loss and gradients, compiled or eager
     optimizer: torch.optim.Optimizer
     scheduler: CosineLRScheduler
     train_loader: Any
@@ -131,36 +115,14 @@ class Run:
     eval_loader: Any
     ema: ModelEmaV3 | None
     mixup: Mixup | None
-    criterion: nn.Module
     recipe: Recipe  # settings.recipe with the global batch that trains (fitted to a small training split)
     micro_batch: int
     state: RunState
-    compile_pending: bool  # the compiled forward has not run yet (it may still fall back to eager)
     lock: RunLock | None  # run.lock of the output folder (held by the main process)
 
     def eval_forward(self) -> nn.Module:
         """The model scored: the EMA when one is kept."""
-        return self.ema.module if self.ema is not None else self.forward
-
-
-def known_label_names(data: DataSettings) -> list[str] | None:
-    """The class names as the dataset's metadata records them (no image read), or ``None`` if it does not."""
-    path = Path(data.dataset).expanduser()
-    if not path.exists() and not data.dataset.startswith((".", "/", "~")):
-        ensure_hub_reachable(data.dataset)  # an unreachable Hub fails at once, as loading it would
-    try:
-        if path.is_dir() and any((path / name).is_file() for name in ("dataset_dict.json", "state.json")):
-            loaded = datasets.load_from_disk(str(path))  # memory-mapped: nothing decoded
-            split = loaded[data.train_split] if isinstance(loaded, datasets.DatasetDict) else loaded
-            features = split.features
-        else:
-            source = str(path) if path.is_dir() else data.dataset
-            features = datasets.load_dataset_builder(source, name=data.dataset_config).info.features
-        _, label = find_columns(features, data.image_column, data.label_column)
-    except Exception:  # noqa: BLE001  no usable metadata: the labels come from the loaded dataset instead
-        return None
-    feature = features[label]
-    return list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
+        return self.ema.module if self.ema is not None else self.step.network
 
 
 def build_model(model: ModelSettings, label_names: list[str]) -> LoadedModel:
@@ -172,27 +134,6 @@ def build_model(model: ModelSettings, label_names: list[str]) -> LoadedModel:
         model_kwargs=model.model_kwargs,
         trust_remote_code=model.trust_remote_code,
     )
-
-
-def fit_batch(recipe: Recipe, train_rows: int, num_processes: int, say) -> Recipe:
-    """``recipe`` with the global batch that trains: ``--batch-size``, or, where the training split holds fewer rows,
-    the largest batch it fills (whole micro-batches on every process, even ones under mixup/cutmix); said in one
-    line. The learning rate is not scaled: this recipe sets it per run, not per image. A split too small for even
-    one batch is refused in one line that names the smallest it can take."""
-    if train_rows >= recipe.batch_size:
-        return recipe
-    unit = num_processes * (recipe.grad_accum or 1) * (2 if recipe.mixup or recipe.cutmix else 1)
-    fitted = train_rows // unit * unit
-    if fitted < 1:
-        raise UsageError(
-            f"{train_rows} training image(s): too few to train on; the smallest training split is {unit} images "
-            f"(one batch on {num_processes} process(es)), after the --val-split hold-out"
-        )
-    say(
-        f"batch: the training split has {train_rows} images, fewer than --batch-size {recipe.batch_size}; training "
-        f"with batch {fitted} ({train_rows // fitted} step(s) an epoch), the lr unchanged"
-    )
-    return replace(recipe, batch_size=fitted)
 
 
 def _schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, train_rows: int, say) -> CosineLRScheduler:
@@ -210,49 +151,6 @@ def _schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, train_rows: int,
     )
 
 
-def _plan_memory(
-    recipe: Recipe,
-    accelerator: Accelerator,
-    model: nn.Module,
-    input_size: tuple[int, ...],
-    local_processes: int,
-    grad_accum: int | None,
-    accumulation_from: str | None,
-) -> MemoryPlan:
-    """The micro-batch of each process: the largest whose estimated peak fits the memory this process may use
-    (the machine's available memory shared among its processes), unless ``grad_accum`` (the flag's, or the resumed
-    run's) fixes it; refuse, in one line and before the first step, a run that cannot fit."""
-    device = accelerator.device
-    per_process = recipe.batch_size // accelerator.num_processes
-    available = available_memory_bytes(device)
-    if available is not None and device.type != "cuda":
-        available //= local_processes
-    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    states = 3 + (1 if recipe.model_ema else 0)  # gradients, two AdamW moments, the EMA copy
-    base = process_memory_bytes(device) + states * parameter_bytes
-    per_image = round(saved_bytes_per_image(model, input_size, device, accelerator.autocast) * STEP_OVERHEAD)
-    even = bool(recipe.mixup or recipe.cutmix)
-    plan = fit_micro_batch(per_process, base, per_image, available, grad_accum, even)
-    if accelerator.num_processes > 1:  # every process must step together: the largest accumulation any needs
-        accumulation = max(gather_object([plan.grad_accum]))
-        plan = fit_micro_batch(per_process, base, per_image, available, accumulation, even)
-    fits = plan_fits(plan)
-    if accelerator.num_processes > 1:
-        fits = all(gather_object([fits]))
-    if not fits:
-        advice = {
-            "flag": "pass a larger --grad-accum (or leave it out to fit the micro-batch), a smaller --batch-size, "
-            "or free memory",
-            "checkpoint": f"the run was started with --grad-accum {plan.grad_accum}; free memory to resume it",
-        }.get(accumulation_from, "even the smallest micro-batch does not fit: free memory or train a smaller model")
-        raise UsageError(
-            f"--batch-size {recipe.batch_size} does not fit in memory: as micro-batch {plan.micro_batch} x "
-            f"{plan.grad_accum} accumulation x {accelerator.num_processes} process(es) it has an {plan.describe()} "
-            f"(a run plans on {HEADROOM:.0%} of it); {advice}"
-        )
-    return plan
-
-
 def setup_run(settings: TrainingSettings) -> Run:
     """Device defaults, run folder, model, data, optimizer and schedule, prepared, restored when resuming."""
     processes = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU"))  # as Accelerator will start it
@@ -265,7 +163,7 @@ def setup_run(settings: TrainingSettings) -> Run:
     )
     lock = lock_run_folder(output_dir, processes)
     try:
-        return _setup_locked_run(settings, defaults, output_dir, lock, local_processes)
+        return _setup_locked_run(settings, processes, defaults, output_dir, lock, local_processes)
     except BaseException:
         if lock is not None:
             lock.release()
@@ -273,42 +171,47 @@ def setup_run(settings: TrainingSettings) -> Run:
 
 
 def _setup_locked_run(
-    settings: TrainingSettings, defaults: DeviceDefaults, output_dir: Path, lock: RunLock | None, local_processes: int
+    settings: TrainingSettings,
+    processes: PartialState,
+    defaults: DeviceDefaults,
+    output_dir: Path,
+    lock: RunLock | None,
+    local_processes: int,
 ) -> Run:
     """:func:`setup_run` once the run folder is this run's."""
-    recipe, speed = settings.recipe, settings.speed
+    resume = open_run_folder(output_dir, settings.run.resume, settings.recipe.grad_accum, processes)
+    check_model_source(settings.model.model)
+    check_model_kwargs(settings.model.model_kwargs, settings.model.model)
+
+    (model, init, fine_tuned_from), data = _model_and_data(settings, processes)
+    recipe = fit_batch(settings.recipe, len(data.train), processes.num_processes, processes.print)
+    *images, pipeline = training_datasets(
+        data,
+        model_data_config(model),
+        recipe.augmentation(),
+        pipeline=settings.speed.input_pipeline,
+        workers=defaults.workers,
+        skip_bad_images=settings.data.skip_bad_images,
+        log=processes.print,
+    )
+    model = model.to(processes.device)  # as prepare() would: the memory probe runs where training will
+    input_size = tuple(model_data_config(model)["input_size"])
+    plan = plan_memory(
+        recipe, processes, model, input_size, defaults.mixed_precision, local_processes, resume.grad_accum,
+        resume.accumulation_from,
+    )  # fmt: skip
+    # what trains is what results.json, the trackers, the resume check and the card record
+    flags = settings.flags(mixed_precision=defaults.mixed_precision, grad_accum=plan.grad_accum)
+    resume.check_same_flags(flags)
+
     accelerator = Accelerator(
-        gradient_accumulation_steps=recipe.grad_accum or 1,  # fitted to the memory below when not given
+        gradient_accumulation_steps=plan.grad_accum,
         mixed_precision=defaults.mixed_precision,
         log_with=None if settings.run.report_to == "none" else settings.run.report_to,
         project_dir=str(output_dir),
         dataloader_config=DataLoaderConfiguration(non_blocking=defaults.pin_memory),  # copies overlap compute
     )
-    checkpoint, grad_accum, accumulation_from = open_run_folder(
-        settings, accelerator, output_dir, defaults.mixed_precision
-    )
-    check_model_source(settings.model.model)
-    check_model_kwargs(settings.model.model_kwargs, settings.model.model)
-
-    (model, init, fine_tuned_from), data = _model_and_data(settings, accelerator)
-    recipe = fit_batch(recipe, len(data.train), accelerator.num_processes, accelerator.print)
-    *images, pipeline = training_datasets(
-        data,
-        model_data_config(model),
-        recipe.augmentation(),
-        pipeline=speed.input_pipeline,
-        workers=defaults.workers,
-        skip_bad_images=settings.data.skip_bad_images,
-        log=accelerator.print,
-    )
-    model = model.to(accelerator.device)  # as prepare() would: the memory probe runs where training will
-    input_size = tuple(model_data_config(model)["input_size"])
-    plan = _plan_memory(recipe, accelerator, model, input_size, local_processes, grad_accum, accumulation_from)
-    accelerator.gradient_accumulation_steps = plan.grad_accum
-    # what trains is what results.json, the trackers, the resume check and the card record
-    flags = settings.flags(mixed_precision=defaults.mixed_precision, grad_accum=plan.grad_accum)
     loaders = _dataloaders(settings, recipe, defaults, plan.micro_batch, images)
-
     optimizer = create_optimizer_v2(
         model, opt=recipe.opt, lr=recipe.lr, weight_decay=recipe.weight_decay, eps=recipe.opt_eps
     )
@@ -316,30 +219,28 @@ def _setup_locked_run(
     ema = ModelEmaV3(accelerator.unwrap_model(model), decay=recipe.model_ema_decay) if recipe.model_ema else None
     scheduler = _schedule(recipe, optimizer, len(data.train), accelerator.print)
     mixup, criterion = _mixup_and_criterion(recipe, data.num_classes)
-    state = start_run_state(flags, accelerator, output_dir, checkpoint, ema, model)
-    _print_banner(settings, recipe, accelerator, defaults, data, plan, pipeline, accumulation_from)
+    state = start_run_state(flags, accelerator, output_dir, resume, ema, model)
+    _print_banner(settings, recipe, accelerator, defaults, data, plan, pipeline, resume)
     if fine_tuned_from is not None:
         accelerator.print(describe_fine_tuning(fine_tuned_from, data.num_classes))
     return Run(
         settings=settings, flags=flags, accelerator=accelerator, output_dir=output_dir, data=data, init=init,
-        fine_tuned_from=fine_tuned_from, model=model, forward=torch.compile(model) if defaults.compile else model,
+        fine_tuned_from=fine_tuned_from, model=model,
+        step=TrainingStep(model, criterion, accelerator, optimizer, compile=defaults.compile),
         optimizer=optimizer, scheduler=scheduler, train_loader=train_loader, val_loader=val_loader,
-        eval_loader=eval_loader, ema=ema, mixup=mixup, criterion=criterion, recipe=recipe, micro_batch=plan.micro_batch,
-        state=state,
-        compile_pending=defaults.compile, lock=lock,
+        eval_loader=eval_loader, ema=ema, mixup=mixup, recipe=recipe, micro_batch=plan.micro_batch, state=state,
+        lock=lock,
     )  # fmt: skip
 
 
-def _model_and_data(
-    settings: TrainingSettings, accelerator: Accelerator
-) -> tuple[LoadedModel, ImageClassificationData]:
+def _model_and_data(settings: TrainingSettings, processes: PartialState) -> tuple[LoadedModel, ImageClassificationData]:
     """The model and the data, the model built once: before any image is read when the dataset's metadata names the
     classes (a model that cannot be built fails fast), else for the classes the loaded data has."""
     source, seed = settings.data, settings.run.seed
     set_seed(seed)
     label_names = known_label_names(source)
     loaded = build_model(settings.model, label_names) if label_names else None
-    with accelerator.main_process_first():
+    with processes.main_process_first():
         data = load_image_classification(
             source.dataset,
             source.dataset_config,
@@ -364,19 +265,6 @@ def _model_and_data(
     if fine_tuned_from is not None and fine_tuned_from.get("head") != "re-initialized":  # a kept head: its names
         check_label_names(model, source.dataset, data.label_names, settings.model.allow_new_label_names)
     return loaded, data
-
-
-def describe_fine_tuning(fine_tuned_from: dict[str, Any], num_classes: int) -> str:
-    """The log line of a run that starts from loaded weights: what was loaded, and what happened to the head."""
-    head = {
-        "kept": f"classifier kept ({num_classes} classes)",
-        "re-initialized": f"classifier re-initialized for {num_classes} classes (the checkpoint had "
-        f"{fine_tuned_from.get('checkpoint_classes')})",
-    }.get(fine_tuned_from.get("head"), f"classifier for {num_classes} classes")
-    resampled = "; ".join(fine_tuned_from.get("resampled") or [])
-    return f"fine-tuning {fine_tuned_from['model']}: weights loaded, no attention init runs; {head}" + (
-        f"; {resampled}" if resampled else ""
-    )
 
 
 def _dataloaders(
@@ -414,7 +302,7 @@ def _print_banner(
     data: ImageClassificationData,
     plan: MemoryPlan,
     pipeline: str,
-    accumulation_from: str | None,
+    resume: ResumePoint,
 ) -> None:
     """The run in one line (model, data, how the batch splits, device and speed settings), then its memory plan."""
     batch = recipe.batch_size
@@ -426,5 +314,5 @@ def _print_banner(
         f"steps/epoch; {accelerator.device}, precision {defaults.mixed_precision}, "
         f"{'compiled' if defaults.compile else 'eager'}, {defaults.workers} workers, {pipeline} input pipeline"
     )
-    fitted = {"flag": "--grad-accum", "checkpoint": "the run's --grad-accum"}.get(accumulation_from, "fitted")
+    fitted = {"flag": "--grad-accum", "checkpoint": "the run's --grad-accum"}.get(resume.accumulation_from, "fitted")
     accelerator.print(f"memory per process: micro-batch {plan.micro_batch} ({fitted}): {plan.describe()}")

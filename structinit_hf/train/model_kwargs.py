@@ -1,0 +1,96 @@
+"""What a timm name's ``--model-kwargs`` may be: the keywords its network takes and the types they are annotated with.
+
+The network is read off the timm entrypoint's return annotation, or, where timm has none, off the class that timm's
+``TypeError`` names. Both the value check before a model is built (:func:`check_model_kwargs`) and the diagnosis of
+an unknown keyword after ``timm.create_model`` refused it (:func:`unknown_keyword`) use it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import typing
+from typing import Any
+
+import timm
+from timm.models.vision_transformer import VisionTransformer
+from torch import nn
+
+from ..init.options import IMPULSE_KWARGS, ImpulseOptions
+from ..models.structinit_vit import StructInitVisionTransformer
+from .errors import UsageError, check_kwarg_types, did_you_mean
+
+__all__ = ["check_model_kwargs", "unknown_keyword"]
+
+
+def _network_class(model: str) -> type | None:
+    """The class the timm name ``model`` builds, read off its entrypoint's return annotation; ``None`` for what is not
+    a timm name (a checkpoint folder, a Hub id) or an entrypoint without one."""
+    if not timm.is_model(model):
+        return None
+    try:
+        network = typing.get_type_hints(timm.models.model_entrypoint(model)).get("return")
+    except (NameError, TypeError):
+        return None
+    return network if isinstance(network, type) else None
+
+
+def _class_named_in(error: TypeError) -> type | None:
+    """The model class whose ``__init__`` refused a keyword (``"EfficientVit.__init__() got an unexpected keyword
+    argument ..."``), found among the loaded timm model modules and this package's; ``None`` if none matches."""
+    named = re.match(r"(\w+)\.__init__\(\)", str(error))
+    if named is None:
+        return None
+    modules = [m for name, m in list(sys.modules.items()) if name.startswith(("timm.models.", "structinit_hf.models."))]
+    found = (getattr(module, named.group(1), None) for module in modules)
+    return next((klass for klass in found if isinstance(klass, type) and issubclass(klass, nn.Module)), None)
+
+
+def _builder_keywords(model: str, error: TypeError) -> list[str] | None:
+    """The keywords ``timm.create_model(model, ...)`` accepts: its network's (annotated on the entrypoint, else named
+    by the ``error`` its ``__init__`` raised), ``create_model``'s own, and for this package's ViTs the init options;
+    ``None`` when the network is not known."""
+    network = _network_class(model) or _class_named_in(error)
+    if network is None:
+        return None
+    names = set(inspect.signature(network).parameters) | set(inspect.signature(timm.create_model).parameters)
+    if issubclass(network, StructInitVisionTransformer):  # its own keywords, then VisionTransformer's
+        names |= set(inspect.signature(VisionTransformer).parameters) | set(IMPULSE_KWARGS)
+    return sorted(name for name in names if name not in ("self", "kwargs", "args", "model_name", "variant"))
+
+
+def unknown_keyword(source: str, error: TypeError) -> UsageError | None:
+    """The user error for ``timm.create_model(source, ...)``'s ``TypeError`` when it names an unknown keyword: the
+    nearest keyword the network takes, and all of them; ``None`` when the error is another (or the network unknown)."""
+    unknown = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+    allowed = _builder_keywords(source, error) if unknown else None
+    if not allowed:
+        return None
+    name = unknown.group(1)
+    return UsageError(
+        f"unknown model keyword {name!r} for {source}{did_you_mean(name, allowed)}; "
+        f"{source} takes: {', '.join(allowed)}"
+    )
+
+
+def _keyword_hints(model: str) -> dict[str, Any]:
+    """The annotated keywords of the network a timm name builds (its class's ``__init__`` up the MRO), and this
+    package's init options; ``{}`` for what is not a timm name. Annotations that do not resolve are left out."""
+    hints: dict[str, Any] = {}
+    network = _network_class(model)
+    for klass in reversed(getattr(network, "__mro__", ())):
+        try:
+            hints.update(typing.get_type_hints(klass.__init__))
+        except (NameError, TypeError):
+            continue
+    if isinstance(network, type) and issubclass(network, StructInitVisionTransformer):
+        hints.update(typing.get_type_hints(ImpulseOptions))
+    hints.pop("return", None)
+    return hints
+
+
+def check_model_kwargs(model_kwargs: dict[str, Any], model: str) -> None:
+    """``--model-kwargs`` for the timm name ``model``: a value of the wrong type for its network's keyword or for an
+    init option (``depth=abc``, ``seed=abc``, ``global_pool=mean``) is refused naming the keyword and what it takes."""
+    check_kwarg_types(model_kwargs, _keyword_hints(model), "--model-kwargs")
