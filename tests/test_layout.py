@@ -102,6 +102,24 @@ def test_using_the_plugin_loads_no_application_module():
     assert done.stdout.strip() == "[]"
 
 
+def test_compare_does_not_load_the_campaign():
+    """Catches the user-facing ``compare`` importing the repository's own study (``benchmark/campaign/``), at any
+    depth: the modules it imports, theirs, and the packages around them."""
+    seen, todo = set(), ["structinit_hf.benchmark.compare_inits"]
+    while todo:
+        module = todo.pop()
+        parts = module.split(".")
+        parents = [".".join(parts[:i]) for i in range(1, len(parts))]
+        if module in seen or not is_module(module):
+            continue
+        seen.add(module)
+        path = PACKAGE.parent.joinpath(*parts)
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        todo += parents + [target for _, target in imports_of(path)]
+    assert "structinit_hf.benchmark.stats" in seen
+    assert [name for name in seen if ".campaign" in name] == []
+
+
 def test_the_structure_map_in_the_docs_names_every_module():
     """Catches a module added, moved or removed without docs/development.md's tree following."""
     text = (PACKAGE.parent / "docs" / "development.md").read_text()
