@@ -24,38 +24,21 @@ def plot_sizes(record: Mapping[str, Any], path: Path) -> Path:
     fig, (acc, gain) = plt.subplots(1, 2, figsize=(11, 4.3))
     sizes = sorted(record["sizes"], key=int)
     for name in SIZE_ARMS:
-        xs, mean, low, high, counts = [], [], [], [], []
-        gx, gmean, glow, ghigh, gcounts = [], [], [], [], []
+        points, gains = [], []  # (size, summary) pairs: the arm's top-1, and its paired gain over timm's default
         for size in sizes:
             setting = record["sizes"][size]
             arm = setting["arms"].get(name)
             if arm is not None:
-                xs.append(int(size))
-                mean.append(arm["mean"])
-                low.append(arm["min"])
-                high.append(arm["max"])
-                counts.append(arm["n"])
+                points.append((int(size), arm))
             c = setting["vs"].get("default", {}).get(name)
             if name == "default" and "default" in setting["arms"]:
                 c = {"mean": 0.0, "min": 0.0, "max": 0.0, "n": setting["arms"]["default"]["n"]}
             if c is not None:
-                gx.append(int(size))
-                gmean.append(c["mean"])
-                glow.append(c["min"])
-                ghigh.append(c["max"])
-                gcounts.append(c["n"])
-        if xs:
-            (line,) = acc.plot(xs, mean, marker="o", label=arm_label(name))
-            acc.fill_between(xs, low, high, color=line.get_color(), alpha=0.18)
-            few = [(x, y) for x, y, n in zip(xs, mean, counts, strict=True) if n < 3]
-            if few:  # fewer than 3 seeds: hollow marker
-                acc.plot(*zip(*few, strict=True), ls="none", marker="o", mfc="white", color=line.get_color())
-            if gx:
-                gain.plot(gx, gmean, marker="o", color=line.get_color(), label=arm_label(name))
-                gain.fill_between(gx, glow, ghigh, color=line.get_color(), alpha=0.18)
-                few = [(x, y) for x, y, n in zip(gx, gmean, gcounts, strict=True) if n < 3]
-                if few:
-                    gain.plot(*zip(*few, strict=True), ls="none", marker="o", mfc="white", color=line.get_color())
+                gains.append((int(size), c))
+        if points:
+            color = _band(acc, points, arm_label(name))
+            if gains:
+                _band(gain, gains, arm_label(name), color)
     for ax, ylabel in ((acc, "test top-1 (%)"), (gain, "paired gain over timm's default (points)")):
         ax.set_xscale("log")
         ax.set_xticks([int(s) for s in sizes], [f"{int(s):,}" for s in sizes])
@@ -71,6 +54,19 @@ def plot_sizes(record: Mapping[str, Any], path: Path) -> Path:
     save_figure(fig, path)
     plt.close(fig)
     return path
+
+
+def _band(ax: Any, points: list[tuple[int, Mapping[str, Any]]], label: str, color: str | None = None) -> str:
+    """One arm on ``ax``: the mean over seeds at each x, its min-max band, a hollow marker where fewer than
+    :data:`CLAIM_SEEDS` seeds ran; returns the line's color."""
+    xs, mean = [x for x, _ in points], [summary["mean"] for _, summary in points]
+    (line,) = ax.plot(xs, mean, marker="o", label=label, **({} if color is None else {"color": color}))
+    low, high = [summary["min"] for _, summary in points], [summary["max"] for _, summary in points]
+    ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.18)
+    few = [(x, summary["mean"]) for x, summary in points if summary["n"] < CLAIM_SEEDS]
+    if few:
+        ax.plot(*zip(*few, strict=True), ls="none", marker="o", mfc="white", color=line.get_color())
+    return line.get_color()
 
 
 def plot_augmentation(record: Mapping[str, Any], path: Path) -> Path:
