@@ -1,7 +1,8 @@
 """Training throughput of scripts/train.py against a bare PyTorch loop, in one process, on this machine's device.
 
     python scripts/benchmark_training.py --data ../shared/data/cifar10 --out benchmarks/training        # GPU
-    python scripts/benchmark_training.py --model-kwargs depth=3 --batch-size 32 --steps 4 --threads 1 --workers 2  # CPU
+    python scripts/benchmark_training.py --data ../shared/data/cifar10-small --model-kwargs depth=3 --batch-size 32 \
+        --steps 4 --threads 1 --workers 2  # CPU
 
 The arms and what ``results.json`` holds: :mod:`structinit_hf.benchmark.training_speed`.
 """

@@ -5,7 +5,7 @@
         --regime "RandAugment m9=runs/small_data-cpu-proxy-n5000-randaug-cifar10" \\
         --regime "Mixup 0.8 + CutMix 1.0=runs/small_data-cpu-proxy-n5000-mixcut-cifar10"
 
-What it measures: :mod:`structinit_hf.benchmark.attention_distance`.
+What it measures: :mod:`structinit_hf.benchmark.campaign.attention_distance`.
 """
 
 import sys
@@ -13,7 +13,7 @@ import sys
 from structinit_hf.train.commands import script_imports
 
 with script_imports():
-    from structinit_hf.benchmark.attention_distance import attention_distance_parser, write_attention_distance
+    from structinit_hf.benchmark.campaign.attention_distance import attention_distance_parser, write_attention_distance
 
 if __name__ == "__main__":
     sys.exit(write_attention_distance(attention_distance_parser().parse_args()))

@@ -8,7 +8,7 @@ import sys
 from structinit_hf.train.commands import script_imports
 
 with script_imports():
-    from structinit_hf.benchmark.campaign import campaign_parser, report_campaign
+    from structinit_hf.benchmark.campaign.report import campaign_parser, report_campaign
 
 if __name__ == "__main__":
     args = campaign_parser(__doc__.splitlines()[0]).parse_args()

@@ -7,15 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from structinit_hf.benchmark.campaign import (
-    build_campaign,
-    compare,
-    decide,
-    merge_scores,
-    paired_differences,
-    render_campaign_markdown,
-    spread,
-)
+from structinit_hf.benchmark.campaign import records, sources
+from structinit_hf.benchmark.campaign.records import build_campaign, build_width, merge_scores
+from structinit_hf.benchmark.campaign.tables import render_campaign_markdown, width_markdown
+from structinit_hf.benchmark.stats import decide, paired_comparison, paired_differences, spread
 
 REPO = Path(__file__).resolve().parents[1]
 REPORT = REPO / "benchmarks/small_data/campaign/results.md"
@@ -70,16 +65,14 @@ def test_compare_judges_against_the_wider_arm_spread():
     arm = {0: 57.2, 1: 57.8, 2: 57.0}  # range 0.8
     default = {0: 53.5, 1: 55.1, 2: 54.0}  # range 1.6
     mimetic = {0: 56.6, 1: 55.6, 2: 56.9}  # range 1.3
-    ahead = compare(arm, default)
+    ahead = paired_comparison(arm, default)
     assert ahead["tolerance"] == pytest.approx(1.6)
     assert ahead["verdict"] == "ahead"
-    tie = compare(arm, mimetic)  # +0.6, +2.2, +0.1: mean 0.97 < 1.3
+    tie = paired_comparison(arm, mimetic)  # +0.6, +2.2, +0.1: mean 0.97 < 1.3
     assert tie["verdict"] == "tie"
 
 
 def test_build_and_render_on_a_fake_tree(tmp_path, monkeypatch):
-    from structinit_hf.benchmark import campaign
-
     paths = {
         "a.json": _record({"default": {0: 30.0, 1: 31.0, 2: 30.5}, "mimetic": {0: 35.0, 1: 36.0, 2: 35.2}}),
         "b.json": _record({"default": {0: 50.0, 1: 51.0}, "impulse3-shift": {0: 51.0, 1: 50.5}}),
@@ -87,8 +80,8 @@ def test_build_and_render_on_a_fake_tree(tmp_path, monkeypatch):
     }
     for name, record in paths.items():
         (tmp_path / name).write_text(json.dumps(record))
-    monkeypatch.setattr(campaign, "SIZE_SOURCES", {2_500: ("a.json",), 25_000: ("b.json", "missing.json")})
-    monkeypatch.setattr(campaign, "LENGTH_SOURCES", {10: ("a.json",), 50: ("long.json",)})
+    monkeypatch.setattr(records, "SIZE_SOURCES", {2_500: ("a.json",), 25_000: ("b.json", "missing.json")})
+    monkeypatch.setattr(records, "LENGTH_SOURCES", {10: ("a.json",), 50: ("long.json",)})
     record = build_campaign(tmp_path)
     small = record["sizes"]["2500"]
     assert small["vs"]["default"]["mimetic"]["verdict"] == "ahead"
@@ -114,8 +107,6 @@ def test_build_and_render_on_a_fake_tree(tmp_path, monkeypatch):
 
 def test_a_size_gathers_every_batch_folder_its_pattern_matches(tmp_path, monkeypatch):
     """Catches a batch of runs written to its own folder (seed2-impulse3/, seed1/) that the report does not read."""
-    from structinit_hf.benchmark import campaign
-
     batches = {
         "n/results.json": {"default": {0: 50.0}, "impulse3": {0: 52.0}},
         "n/seed1/results.json": {"default": {1: 51.0}, "impulse3": {1: 53.5}},
@@ -125,8 +116,8 @@ def test_a_size_gathers_every_batch_folder_its_pattern_matches(tmp_path, monkeyp
     for name, arms in batches.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(json.dumps(_record(arms)))
-    monkeypatch.setattr(campaign, "SIZE_SOURCES", {5_000: ("n/results.json", "n/seed*/results.json")})
-    monkeypatch.setattr(campaign, "LENGTH_SOURCES", {10: ("n/results.json",), 50: ("none/seed*/results.json",)})
+    monkeypatch.setattr(records, "SIZE_SOURCES", {5_000: ("n/results.json", "n/seed*/results.json")})
+    monkeypatch.setattr(records, "LENGTH_SOURCES", {10: ("n/results.json",), 50: ("none/seed*/results.json",)})
     size = build_campaign(tmp_path)["sizes"]["5000"]
     assert size["sources"] == [
         "n/results.json", "n/seed1/results.json", "n/seed2-default/results.json", "n/seed2-impulse3/results.json"
@@ -153,7 +144,8 @@ def test_convit_runs_at_the_width_of_the_vit_arms():
     """timm's ConViT multiplies embed_dim by num_heads: under a profile that sets the ViT width it gets it per head."""
     import timm
 
-    from structinit_hf.benchmark.arms import ARMS, PROFILES, arm_model_kwargs
+    from structinit_hf.benchmark.arms import ARMS
+    from structinit_hf.benchmark.profiles import PROFILES, arm_model_kwargs
 
     for name in ("cpu-proxy-n2500", "cpu-proxy-n5000"):
         profile = PROFILES[name]
@@ -168,17 +160,15 @@ def test_convit_runs_at_the_width_of_the_vit_arms():
 
 def _regime_tree(tmp_path, monkeypatch, regimes: dict[str, dict[str, dict[int, float]]], options=None):
     """A fake tree with one record per regime (train options in ``options``); the report reads only these."""
-    from structinit_hf.benchmark import campaign
-
-    sources = {}
+    patterns = {}
     for key, arms in regimes.items():
         path = tmp_path / key / "results.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({**_record(arms), "train_options": (options or {}).get(key, {})}))
-        sources[key] = (campaign.REGIMES[key][0], (f"{key}/results.json",))
-    monkeypatch.setattr(campaign, "SIZE_SOURCES", {5_000: sources["crop-flip"][1]})
-    monkeypatch.setattr(campaign, "LENGTH_SOURCES", {10: ("none.json",), 50: ("none.json",)})
-    monkeypatch.setattr(campaign, "REGIMES", sources)
+        patterns[key] = (sources.REGIMES[key][0], (f"{key}/results.json",))
+    monkeypatch.setattr(records, "SIZE_SOURCES", {5_000: patterns["crop-flip"][1]})
+    monkeypatch.setattr(records, "LENGTH_SOURCES", {10: ("none.json",), 50: ("none.json",)})
+    monkeypatch.setattr(records, "REGIMES", patterns)
     return build_campaign(tmp_path)
 
 
@@ -232,23 +222,19 @@ def test_a_regime_with_fewer_than_three_seeds_is_marked(tmp_path, monkeypatch):
 
 def test_crop_and_flip_is_read_from_the_size_tables_records():
     """One home for the 5,000-image crop + flip runs: the regime table reads the size table's records."""
-    from structinit_hf.benchmark import campaign
-
-    assert campaign.REGIMES[campaign.REGIME_REFERENCE][1] is campaign.SIZE_SOURCES[campaign.AUGMENT_SIZE]
+    assert sources.REGIMES[sources.REGIME_REFERENCE][1] is sources.SIZE_SOURCES[sources.AUGMENT_SIZE]
     committed = build_campaign(REPO)
     regime, size = committed["augmentation"]["regimes"]["crop-flip"], committed["sizes"]["5000"]
-    assert regime["arms"] == {name: size["arms"][name] for name in campaign.SIZE_ARMS if name in size["arms"]}
+    assert regime["arms"] == {name: size["arms"][name] for name in sources.SIZE_ARMS if name in size["arms"]}
 
 
 def test_convit_geometry_is_stated_from_its_records(tmp_path, monkeypatch):
     """Catches a ConViT row whose width is not the one its records ran (timm's embed_dim is per head)."""
-    from structinit_hf.benchmark import campaign
-
     convit = {**_record({"convit": {0: 40.0}}), "train_options": {}}
     convit["arms"]["convit"]["model_kwargs"] = {"embed_dim": 16, "num_heads": 3, "depth": 12, "local_up_to_layer": 10}
     (tmp_path / "c.json").write_text(json.dumps(convit))
-    monkeypatch.setattr(campaign, "SIZE_SOURCES", {2_500: ("c.json",)})
-    monkeypatch.setattr(campaign, "LENGTH_SOURCES", {10: ("none.json",), 50: ("none.json",)})
+    monkeypatch.setattr(records, "SIZE_SOURCES", {2_500: ("c.json",)})
+    monkeypatch.setattr(records, "LENGTH_SOURCES", {10: ("none.json",), 50: ("none.json",)})
     record = build_campaign(tmp_path)
     assert record["sizes"]["2500"]["convit_geometry"]["width"] == 48
     text = render_campaign_markdown(record)
@@ -260,7 +246,7 @@ def test_convit_geometry_is_stated_from_its_records(tmp_path, monkeypatch):
 def test_the_attention_distance_table_says_whether_default_became_local():
     """Catches the locality line comparing the wrong numbers: default's most local trained block against the same
     regime's impulse 3x3 and against the reference regime's default."""
-    from structinit_hf.benchmark.attention_distance import default_locality, render
+    from structinit_hf.benchmark.campaign.attention_distance import default_locality, render
 
     def run(init, trained):
         return {"top1": 30.0, "init": init, "trained": trained}
@@ -286,11 +272,9 @@ def test_the_attention_distance_table_says_whether_default_became_local():
 
 def test_a_retrained_run_is_set_beside_the_committed_one(tmp_path, monkeypatch):
     """Catches the retrained crop + flip runs compared with anything but the committed run of the same init and seed."""
-    from structinit_hf.benchmark import campaign
-
     (tmp_path / "rerun").mkdir()
     (tmp_path / "rerun/results.json").write_text(json.dumps(_record({"default": {0: 30.25}, "impulse3": {0: 36.0}})))
-    monkeypatch.setattr(campaign, "RERUN_SOURCES", ("rerun/results.json",))
+    monkeypatch.setattr(records, "RERUN_SOURCES", ("rerun/results.json",))
     crop_flip = {"default": {0: 30.0, 1: 31.0, 2: 30.5}, "impulse3": {0: 36.0, 1: 37.0, 2: 36.5}}
     record = _regime_tree(tmp_path, monkeypatch, {"crop-flip": crop_flip, "randaug": {}, "mixcut": {}})
     assert record["augmentation"]["rerun"]["arms"]["default"][0]["difference"] == 0.25
@@ -300,8 +284,6 @@ def test_a_retrained_run_is_set_beside_the_committed_one(tmp_path, monkeypatch):
 
 
 def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, monkeypatch):
-    from structinit_hf.benchmark import campaign_width
-
     def record(width: int, arms: dict[str, dict[int, float]]) -> dict:
         built = _record(arms)
         for arm in built["arms"].values():
@@ -312,17 +294,17 @@ def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, mo
     presets = record(192, {"default": {0: 30.0, 1: 31.0}, "v1": {0: 33.0, 1: 34.0}})
     (tmp_path / "main.json").write_text(json.dumps(main))
     (tmp_path / "presets.json").write_text(json.dumps(presets))
-    monkeypatch.setattr(campaign_width, "WIDTH_SOURCES", {(2_500, 192, 1e-3): ("main.json", "presets.json")})
-    width = campaign_width.build_width(tmp_path)["2500/192/0.001"]
+    monkeypatch.setattr(records, "WIDTH_SOURCES", {(2_500, 192, 1e-3): ("main.json", "presets.json")})
+    width = build_width(tmp_path)["2500/192/0.001"]
     assert width["head_dim"] == 64 and width["not_run"] == ["mimetic", "v2"]
     assert width["vs"]["default"]["impulse3"]["verdict"] == "behind"
     assert width["vs"]["impulse3"]["v1"]["per_seed"] == {0: 11.0, 1: 13.0}  # the presets' seeds, paired
     assert width["vs"]["impulse3"]["v1"]["verdict"] == "ahead"
-    text = "\n".join(campaign_width.width_markdown({"2500/192/0.001": width}))
+    text = "\n".join(width_markdown({"2500/192/0.001": width}))
     assert "vs `shift`: paired diff" in text and "width 192 (head dim 64), lr 0.001" in text and "10 min" in text
     (tmp_path / "presets.json").write_text(json.dumps({**presets, "architecture": {"embed_dim": 96}}))
     with pytest.raises(ValueError, match="width 96 at lr 0.001, listed as 192 at 0.001"):
-        campaign_width.build_width(tmp_path)
+        build_width(tmp_path)
     (tmp_path / "presets.json").write_text(json.dumps({**presets, "train_options": {"lr": 3e-4}}))
     with pytest.raises(ValueError, match="width 192 at lr 0.0003, listed as 192 at 0.001"):
-        campaign_width.build_width(tmp_path)
+        build_width(tmp_path)

@@ -89,7 +89,7 @@ def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
             "benchmark_small_data",
             ["--profile", "cifar10"],
             "error: profile 'cifar10' reads 'cifar10' from a local folder: pass --data-root DIR (the folder holding "
-            "cifar10/, e.g. ../shared/data) or --data-path",
+            "cifar10/, e.g. data) or --data-path",
         ),
         (
             "benchmark_small_data",
@@ -227,13 +227,13 @@ PARSERS = {
     "benchmark_training": ("structinit_hf.benchmark.training_speed", "throughput_parser", (), "--step", "--steps"),
     "plot_attention": ("structinit_hf.benchmark.plots", "attention_parser", (), "--check", "--checkpoint"),
     "campaign_attention_distance": (
-        "structinit_hf.benchmark.attention_distance",
+        "structinit_hf.benchmark.campaign.attention_distance",
         "attention_distance_parser",
         (),
         "--num",
         "--num-images",
     ),
-    "campaign_report": ("structinit_hf.benchmark.campaign", "campaign_parser", ("report",), "--ro", "--root"),
+    "campaign_report": ("structinit_hf.benchmark.campaign.report", "campaign_parser", ("report",), "--ro", "--root"),
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from structinit_hf.__main__ import COMMANDS, main
 from structinit_hf.benchmark import compare_inits
-from structinit_hf.benchmark.campaign import compare
+from structinit_hf.benchmark.stats import paired_comparison
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--epochs", "1", "--max-train-samples", "64", "--batch-size", "32", "--model-kwargs", "depth=1"]
@@ -37,7 +37,7 @@ def test_compare_trains_each_init_on_each_seed_and_prints_what_it_writes(tmp_pat
             assert record["top1"][arm][str(seed)] == run["top1"]
     versus = record["vs_default"]["impulse3"]
     top1 = {arm: {int(seed): value for seed, value in scores.items()} for arm, scores in record["top1"].items()}
-    assert versus == json.loads(json.dumps(compare(top1["impulse3"], top1["default"])))
+    assert versus == json.loads(json.dumps(paired_comparison(top1["impulse3"], top1["default"])))
     differences = [top1["impulse3"][seed] - top1["default"][seed] for seed in (0, 1)]
     assert [versus["per_seed"][str(seed)] for seed in (0, 1)] == pytest.approx(differences, abs=1e-4)
     row = next(line for line in printed.splitlines() if line.startswith("| impulse 3x3"))

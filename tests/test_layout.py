@@ -102,21 +102,41 @@ def test_using_the_plugin_loads_no_application_module():
     assert done.stdout.strip() == "[]"
 
 
+def test_compare_does_not_load_the_campaign():
+    """Catches the user-facing ``compare`` importing the repository's own study (``benchmark/campaign/``), at any
+    depth: the modules it imports, theirs, and the packages around them."""
+    seen, todo = set(), ["structinit_hf.benchmark.compare_inits"]
+    while todo:
+        module = todo.pop()
+        parts = module.split(".")
+        parents = [".".join(parts[:i]) for i in range(1, len(parts))]
+        if module in seen or not is_module(module):
+            continue
+        seen.add(module)
+        path = PACKAGE.parent.joinpath(*parts)
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        todo += parents + [target for _, target in imports_of(path)]
+    assert "structinit_hf.benchmark.stats" in seen
+    assert [name for name in seen if ".campaign" in name] == []
+
+
 def test_the_structure_map_in_the_docs_names_every_module():
     """Catches a module added, moved or removed without docs/development.md's tree following."""
     text = (PACKAGE.parent / "docs" / "development.md").read_text()
     tree = text.split("## Layout", 1)[1].split("```text", 1)[1].split("```", 1)[0]
-    listed, folder = set(), None
-    for line in tree.splitlines():
+    listed, folders = set(), []  # the folders open at indent 2, 4, ...: a line is indented 2 past its folder's
+    for line in tree.strip("\n").splitlines()[1:]:  # after the package's own line
         name = line.split()[0] if line.strip() else ""
-        indent = len(line) - len(line.lstrip())
-        if indent == 2 and name.endswith("/"):
-            folder = name.rstrip("/")
-        elif indent == 2:
-            folder = None
-            listed.add(name)
-        elif indent == 4 and folder:
-            listed.add(f"{folder}/{name}")
+        depth, odd = divmod(len(line) - len(line.lstrip()), 2)
+        if name and depth == 0:  # the package's tree ends where the repository's folders start
+            break
+        if not name or odd or depth > len(folders) + 1:  # a description's continuation line
+            continue
+        del folders[depth - 1 :]
+        if name.endswith("/"):
+            folders.append(name.rstrip("/"))
+        else:
+            listed.add("/".join([*folders, name]))
     modules = {
         str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent == PACKAGE
     }

@@ -14,17 +14,9 @@ from timm.models.convit import GPSA, ConVit
 
 from structinit_hf.benchmark import runs as benchmark_runs
 from structinit_hf.benchmark import small_data
-from structinit_hf.benchmark.arms import (
-    ABLATION_ARMS,
-    ARMS,
-    PROFILES,
-    BenchmarkDataset,
-    Profile,
-    arm_model_kwargs,
-    select_arms,
-    study_arm_names,
-)
+from structinit_hf.benchmark.arms import ABLATION_ARMS, ARMS, select_arms, study_arm_names
 from structinit_hf.benchmark.plots import nonlocality
+from structinit_hf.benchmark.profiles import PROFILES, BenchmarkDataset, Profile, arm_model_kwargs
 from structinit_hf.benchmark.report import aggregate_runs, render_results_markdown, write_outputs, write_release_cards
 from structinit_hf.benchmark.runs import run_dir_for, train_argv
 from structinit_hf.benchmark.small_data import run_benchmark

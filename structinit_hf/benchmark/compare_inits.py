@@ -3,7 +3,7 @@
 Trains timm's default, mimetic and impulse init (or any list of the benchmark's arms) one after the other on the same
 images, in the same order and with the same augmentation (``train.py`` derives all three from ``--seed``), and prints
 test top-1 per init with its paired difference to timm's default and, given several seeds, the verdict of the
-campaign's tie rule (:func:`~structinit_hf.benchmark.campaign.compare`). The defaults are the CPU proxy at 2,500
+tie rule (:func:`~structinit_hf.benchmark.stats.paired_comparison`). The defaults are the CPU proxy at 2,500
 images (profile ``cpu-proxy-n2500``: 16 px, patch 2, width 48, depth 12, 10 epochs) on the embedded CIFAR-10 sample,
 scored on its test split after every epoch.
 The output folder gets one run folder per (arm, seed), ``results.json``, ``results.md``, ``curves.png`` (validation
@@ -17,7 +17,6 @@ import contextlib
 import json
 import math
 import shlex
-import statistics
 import sys
 import time
 from collections.abc import Iterator
@@ -35,10 +34,11 @@ from ..train.data import SAMPLE_DATASETS, VALIDATION_SPLITS, dataset_source, loa
 from ..train.errors import UsageError
 from ..train.loop import train
 from ..train.run_folder import LOCK_FILE, acquire_run_lock, result_flags
-from .arms import ALL_ARMS, PROFILES, BenchmarkDataset, Profile, select_arms
-from .campaign import LABELS, compare
+from .arms import ALL_ARMS, arm_label, select_arms
+from .profiles import PROFILES, BenchmarkDataset, Profile
 from .report import aggregate_runs, numerics_line, write_outputs
 from .runs import RUN_LOG, RUN_RESULTS, train_argv
+from .stats import mean_std_text, paired_comparison
 
 __all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "THREADS", "compare_inits", "compare_parser", "render_table"]
 
@@ -219,7 +219,6 @@ def render_table(record: dict[str, Any]) -> str:
     lines += ["", "| init | top-1 | per seed | minus timm's default (paired) | verdict |", "|---|---|---|---|---|"]
     for arm, scores in record["top1"].items():
         values = list(scores.values())
-        mean = f"{statistics.fmean(values):.2f}" + (f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else "")
         per_seed = ", ".join(f"{value:.2f}" for value in values)
         versus = record["vs_default"].get(arm)
         if versus is None:
@@ -231,7 +230,7 @@ def render_table(record: dict[str, Any]) -> str:
                 if len(versus["seeds"]) > 1
                 else "one seed: no verdict"
             )
-        lines.append(f"| {LABELS.get(arm, arm)} | {mean} | {per_seed} | {difference} | {verdict} |")
+        lines.append(f"| {arm_label(arm)} | {mean_std_text(values)} | {per_seed} | {difference} | {verdict} |")
     return "\n".join(lines) + "\n"
 
 
@@ -293,7 +292,9 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         epochs=args.epochs,
         train_images=json.loads((runs[0][2] / RUN_RESULTS).read_text())["train_images"],
         top1=top1,
-        vs_default={arm: compare(top1[arm], top1["default"]) for arm in top1 if arm != "default" and "default" in top1},
+        vs_default={
+            arm: paired_comparison(top1[arm], top1["default"]) for arm in top1 if arm != "default" and "default" in top1
+        },
     )
     write_outputs(record, out_dir)
     table = render_table(record)

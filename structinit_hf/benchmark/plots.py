@@ -19,7 +19,7 @@ from torch import nn
 
 from ..atomic import write_file
 from ..train.args import KeyValueAction
-from ..train.data import find_columns, load_raw_dataset
+from ..train.data import dataset_source, find_columns, load_raw_dataset
 from ..train.errors import UsageError
 from ..train.loading import eval_transform, load_model
 from .attention import patch_attention_maps
@@ -283,7 +283,12 @@ def attention_parser() -> argparse.ArgumentParser:
     parser.add_argument("--convit", default="convit_tiny_patch2_32", help="the ConViT whose non-locality is drawn")
     parser.add_argument("--convit-kwargs", nargs="*", default={}, action=KeyValueAction, help="ConViT overrides")
     parser.add_argument("--convit-checkpoint", default=None, help="trained ConViT run folder")
-    parser.add_argument("--dataset", default="../shared/data/cifar10-small", help="images are its test split")
+    parser.add_argument(
+        "--dataset",
+        type=dataset_source,
+        default="cifar10-sample",
+        help="images are its test split (default: cifar10-sample, the CIFAR-10 sample shipped with the package)",
+    )
     parser.add_argument("--num-images", type=int, default=16)
     parser.add_argument("--blocks", nargs="+", type=int, default=None, help="1-based (default: first, middle, last)")
     parser.add_argument("--head", type=int, default=0)

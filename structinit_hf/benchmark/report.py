@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +13,12 @@ import torch
 from ..atomic import replace_folder, write_json, write_text
 from ..train.hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
 from ..train.loading import load_model
-from .arms import ALL_ARMS, PAPER_TABLE2, Profile
+from .arms import ALL_ARMS, PAPER_TABLE2
 from .attention import attention_entropy
 from .plots import load_images, plot_attention_figure, save_figure
+from .profiles import Profile
 from .runs import RUN_RESULTS, RUN_SPECIFIC_ARGS, RUN_TIMING, flag_values, is_finished
+from .stats import mean_std_text
 
 ENTROPY_IMAGES = 32  # images behind each run's attention-entropy figure in results.md
 
@@ -56,15 +57,6 @@ def trained_attention_entropy(run_dir: Path, num_images: int = ENTROPY_IMAGES) -
 def _read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
-
-
-def _spread(values: Sequence[float]) -> dict[str, float]:
-    return {
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-        "min": min(values),
-        "max": max(values),
-    }
 
 
 def _arm_record(name: str, paths: list[Path], results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -146,11 +138,6 @@ def aggregate_runs(
     }
 
 
-def _format_spread(values: Sequence[float]) -> str:
-    spread = _spread(values)
-    return f"{spread['mean']:.2f} ± {spread['std']:.2f}" if len(values) > 1 else f"{spread['mean']:.2f}"
-
-
 def _table(record: dict[str, Any]) -> list[str]:
     epochs, paper = record["table_epochs"], record["paper_table2"]
     head = [
@@ -165,13 +152,13 @@ def _table(record: dict[str, Any]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, arm in record["arms"].items():
         curves = arm["val_top1"]
-        at_epoch = [_format_spread([c[e - 1] for c in curves]) if min(map(len, curves)) >= e else "–" for e in epochs]
+        at_epoch = [mean_std_text([c[e - 1] for c in curves]) if min(map(len, curves)) >= e else "–" for e in epochs]
         cells = [
             f"`{name}`",
             arm["description"],
             *at_epoch,
-            _format_spread([c[-1] for c in curves]),
-            f"**{_format_spread(arm['final_top1'])}**",
+            mean_std_text([c[-1] for c in curves]),
+            f"**{mean_std_text(arm['final_top1'])}**",
             ", ".join(f"{v:.2f}" for v in arm["final_top1"]),
             f"{paper[name]:.2f}" if name in paper else "–",
         ]

@@ -21,7 +21,8 @@ from typing import Any
 
 from ..atomic import write_json
 from ..init.options import IMPULSE_KWARGS, ImpulseOptions
-from .arms import Arm, BenchmarkDataset, Profile, arm_model_kwargs
+from .arms import Arm
+from .profiles import BenchmarkDataset, Profile, arm_model_kwargs
 
 RUN_RESULTS = "results.json"
 

@@ -26,17 +26,8 @@ from typing import Any
 
 from ..train.errors import UsageError
 from ..train.hub import ATTENTION_IMAGE
-from .arms import (
-    ALL_ARMS,
-    PROFILES,
-    STUDIES,
-    Arm,
-    BenchmarkDataset,
-    Profile,
-    arm_model_kwargs,
-    select_arms,
-    study_arm_names,
-)
+from .arms import ALL_ARMS, STUDIES, Arm, select_arms, study_arm_names
+from .profiles import PROFILES, BenchmarkDataset, Profile, arm_model_kwargs
 from .report import (
     aggregate_runs,
     draw_run_attention,
@@ -187,7 +178,7 @@ def _add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-root",
         default=None,
         help="the folder holding a local profile's dataset folders (cpu, cpu-proxy*: cifar10-small, cifar10), "
-        "e.g. ../shared/data",
+        "e.g. data",
     )
     parser.add_argument(
         "--data-path",
@@ -235,7 +226,7 @@ def main(args: argparse.Namespace, command: str) -> dict[str, Any]:
         if args.data_root is None:
             raise UsageError(
                 f"profile {profile.name!r} reads {dataset!r} from a local folder: pass --data-root DIR (the folder "
-                f"holding {spec.dataset}/, e.g. ../shared/data) or --data-path"
+                f"holding {spec.dataset}/, e.g. data) or --data-path"
             )
         location = os.path.join(args.data_root, spec.dataset)
     if location is not None:

@@ -13,7 +13,7 @@
    uniform and, for impulse arms, the share of rows peaking on the impulse target
    (:func:`structinit_hf.benchmark.attention.init_health`).
 
-    python scripts/benchmark_solver.py --data ../shared/data/cifar10-small --out benchmarks/solver
+    python scripts/benchmark_solver.py --out benchmarks/solver   # --data: docs/benchmarks.md names the committed run's
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import torch
 from .. import __version__
 from ..init import impulse, solvers
 from ..init.apply import impulse_block_targets
+from ..train.data import dataset_source
 from ..train.errors import UsageError
 from .arms import ALL_ARMS
 from .attention import init_health
@@ -307,7 +308,12 @@ def solver_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/cifar10-small"))
+    parser.add_argument(
+        "--data",
+        type=dataset_source,
+        default="cifar10-sample",
+        help="a dataset folder with a test split (default: cifar10-sample, the CIFAR-10 sample in the package)",
+    )
     parser.add_argument("--num-images", type=int, default=64)
     parser.add_argument("--arms", nargs="+", default=list(HEALTH_ARMS), choices=tuple(ALL_ARMS))
     parser.add_argument("--repeats", type=int, default=5, help="runs of each solver (the median is reported)")
@@ -318,8 +324,8 @@ def solver_parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> None:
-    if not args.data.is_dir():
-        raise UsageError(f"--data {str(args.data)!r} is not a dataset folder; pass a local copy of CIFAR-10")
+    if not Path(args.data).is_dir():
+        raise UsageError(f"--data {args.data!r} is not a dataset folder; pass a local copy of CIFAR-10")
     torch.set_num_threads(args.threads)
     result = {
         "command": "python scripts/benchmark_solver.py "
@@ -335,7 +341,7 @@ def run(args: argparse.Namespace) -> None:
         "large_grid": large_grid_rows(),
         "wide_health": wide_health_rows(),
         "num_images": args.num_images,
-        "init_health": health_rows(args.data, args.num_images, args.arms),
+        "init_health": health_rows(Path(args.data), args.num_images, args.arms),
     }
     by = {(r["kernel_size"], r["method"]): r for r in result["solver"] if r["pseudo_input"] == "sincos"}
     result["speedup"] = {k: by[(k, "adam")]["seconds"] / by[(k, "svd")]["seconds"] for k in (3, 5)}

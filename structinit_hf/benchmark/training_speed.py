@@ -37,7 +37,7 @@ from timm.optim import create_optimizer_v2
 from torch import nn
 
 from ..train.args import KeyValueAction, TrainingSettings, training_parser
-from ..train.data import load_image_classification
+from ..train.data import dataset_source, load_image_classification
 from ..train.dataloaders import train_dataloader
 from ..train.evaluation import library_versions
 from ..train.loading import load_model, model_data_config
@@ -128,7 +128,12 @@ def throughput_parser() -> argparse.ArgumentParser:
         description="Training throughput of scripts/train.py against a bare PyTorch loop, in one process, on this "
         "machine's device.",
     )
-    parser.add_argument("--data", default="../shared/data/cifar10-small")
+    parser.add_argument(
+        "--data",
+        type=dataset_source,
+        required=True,
+        help="the training images (a dataset folder or Hub id) with at least --batch-size x --steps rows",
+    )
     parser.add_argument("--out", type=Path, default=Path("benchmarks/training"))
     parser.add_argument("--model", default="vit_tiny_impulse3")
     parser.add_argument("--model-kwargs", nargs="*", default={}, action=KeyValueAction, help="e.g. depth=3")

@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
-from ..atomic import write_json, write_text
-from ..train.loading import load_model
-from .plots import attention_distance, load_images, nonlocality, save_figure
-from .runs import RUN_RESULTS
+from ...atomic import write_json, write_text
+from ...train.loading import load_model
+from ..plots import attention_distance, load_images, nonlocality, save_figure
+from ..runs import RUN_RESULTS
 
 __all__ = ["attention_distance_parser", "default_locality", "measure_run", "render", "write_attention_distance"]
 

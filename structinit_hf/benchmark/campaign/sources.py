@@ -1,0 +1,108 @@
+"""What the campaign reads: the committed ``results.json`` files of each setting (glob patterns under the repository
+root) and the arms each table shows."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ALIASES",
+    "AUGMENT_SIZE",
+    "BENCH",
+    "HEADS",
+    "LENGTH_SIZE",
+    "LENGTH_SOURCES",
+    "MAIN_ARMS",
+    "RECIPE_KEYS",
+    "REFERENCES",
+    "REGIMES",
+    "REGIME_REFERENCE",
+    "RERUN_SOURCES",
+    "SIZE_ARMS",
+    "SIZE_SOURCES",
+    "SIZE_TABLE_ARMS",
+    "WIDTH_ARMS",
+    "WIDTH_REFERENCES",
+    "WIDTH_SOURCES",
+]
+
+BENCH = "benchmarks/small_data"
+
+
+# Training-set size -> the records holding cpu-proxy-family runs at that size (10 epochs each), as glob patterns under
+# the repository root. 25,000 is cpu-proxy: seeds 0 and 1 from its own records, later seeds and arms
+# from the campaign's, one folder per batch of runs (seed2-<arm>/, seed<k>/).
+SIZE_SOURCES: dict[int, tuple[str, ...]] = {
+    2_500: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json", f"{BENCH}/cpu-proxy-n2500-cifar10/seed*/results.json"),
+    5_000: (f"{BENCH}/cpu-proxy-n5000-cifar10/results.json", f"{BENCH}/cpu-proxy-n5000-cifar10/seed*/results.json"),
+    25_000: (
+        f"{BENCH}/cpu-proxy-cifar10/results.json",
+        f"{BENCH}/cpu-proxy-cifar10/one-seed/results.json",
+        f"{BENCH}/cpu-proxy-cifar10/seed*/results.json",
+    ),
+}
+
+
+LENGTH_SIZE = 2_500
+
+
+LENGTH_SOURCES: dict[int, tuple[str, ...]] = {  # epochs -> records at LENGTH_SIZE images
+    10: (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
+    50: (f"{BENCH}/cpu-proxy-n2500-long-cifar10/seed*/results.json",),
+}
+
+
+# Augmentation regimes at AUGMENT_SIZE images (10 epochs, everything else the size table's): key -> (label, records).
+# Crop + flip is the size table's own setting at that size, read from the same records.
+AUGMENT_SIZE = 5_000
+
+
+REGIMES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "crop-flip": ("crop + flip", SIZE_SOURCES[AUGMENT_SIZE]),
+    "randaug": ("RandAugment m9", (f"{BENCH}/cpu-proxy-n5000-randaug-cifar10/seed*/results.json",)),
+    "mixcut": ("Mixup 0.8 + CutMix 1.0", (f"{BENCH}/cpu-proxy-n5000-mixcut-cifar10/seed*/results.json",)),
+}
+
+
+REGIME_REFERENCE = "crop-flip"
+
+
+# The reference regime's runs trained again (same command, another runs folder, for their checkpoints): how far a
+# repeat of an identical run lands from the committed one.
+RERUN_SOURCES = (f"{BENCH}/cpu-proxy-n5000-rerun-cifar10/seed*/results.json",)
+
+
+RECIPE_KEYS = ("aa", "mixup", "cutmix", "hflip", "scale")  # the recorded train options that tell the regimes apart
+
+
+# The shift 3x3 runs made before `shift` became impulse3's default were recorded under this arm name (same settings).
+ALIASES = {"impulse3-shift": "impulse3"}
+
+
+SIZE_ARMS = ("default", "mimetic", "impulse3")
+
+
+SIZE_TABLE_ARMS = (*SIZE_ARMS, "convit")  # the rows of the 2,500 and 5,000 tables: the inits, then ConViT beside them
+
+
+MAIN_ARMS = ("default", "mimetic", "impulse3", "impulse5", "v1", "v2", "kaiming", "convit", "impulse5-svd")
+
+
+REFERENCES = ("default", "mimetic")
+
+
+# The width axis: the cpu-proxy at width 48, 96 and 192 in HEADS heads (head dimension 16, 32, 64, the last the
+# paper's ViT-Tiny head). (training images, width, peak lr) -> the records of that setting: every results.json under
+# the profile's folder (the width campaign writes one per seed and setting, presets-seed<k>/ for the authors' v1 and
+# v2); a run in two records must carry the same figure.
+WIDTH_SOURCES: dict[tuple[int, int, float], tuple[str, ...]] = {
+    (2_500, 48, 1e-3): (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
+    (2_500, 96, 1e-3): (f"{BENCH}/cpu-proxy-n2500-w96-cifar10/**/results.json",),
+    (2_500, 192, 1e-3): (f"{BENCH}/cpu-proxy-n2500-w192-cifar10/**/results.json",),
+    (2_500, 192, 3e-4): (f"{BENCH}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",),
+    (5_000, 192, 1e-3): (f"{BENCH}/cpu-proxy-n5000-w192-cifar10/**/results.json",),
+}
+
+WIDTH_ARMS = ("default", "mimetic", "impulse3", "v1", "v2")
+
+WIDTH_REFERENCES = ("default", "impulse3")  # timm's default, and `shift` (the library's default init)
+
+HEADS = 3  # the heads of every width setting
