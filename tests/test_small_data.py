@@ -62,6 +62,7 @@ def test_the_main_arms_are_registered_models() -> None:
 @pytest.mark.slow
 def test_arms_build_the_inits_they_name() -> None:
     """Same architecture, different start: trunc normal, Kaiming uniform, local impulse attention, ConViT's GPSA."""
+    torch.manual_seed(0)  # the models' random parts and the probe images: not whatever the tests before left
     profile = replace(tiny_profile(), architecture={**TINY_ARCHITECTURE, "patch_size": 2})  # 8x8: room for 5x5
     models = {name: timm.create_model(arm.model, **arm_model_kwargs(arm, profile)) for name, arm in ARMS.items()}
     for name, model in models.items():
