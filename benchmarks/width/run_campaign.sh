@@ -22,8 +22,8 @@ w192=cpu-proxy-n2500-w192
 # seed 0 of the five inits at width 192 is committed in $w192-cifar10/presets/ (one 5-arm run before the lanes)
 lane_a() {
   step $w192 seed1 1 "${main3[@]}"
-  step $w192-lr3e-4 seed0 0 "${main3[@]}" v1
   step $w192 presets-seed1 1 v1 v2
+  step $w192-lr3e-4 seed0 0 "${main3[@]}" v1
   step $w192-lr3e-4 seed2 2 "${main3[@]}" v1
   step cpu-proxy-n2500-w96 presets-seed0 0 "${main3[@]}" v1 v2
   step cpu-proxy-n2500-w96 seed2 2 "${main3[@]}"
@@ -32,8 +32,8 @@ lane_a() {
 }
 lane_b() {
   step $w192 seed2 2 "${main3[@]}"
-  step $w192-lr3e-4 seed1 1 "${main3[@]}" v1
   step $w192 presets-seed2 2 v1 v2
+  step $w192-lr3e-4 seed1 1 "${main3[@]}" v1
   step cpu-proxy-n2500-w96 presets-seed1 1 "${main3[@]}" v1 v2
   step cpu-proxy-n5000-w192 seed1 1 "${main3[@]}"
 }
