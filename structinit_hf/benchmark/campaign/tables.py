@@ -83,7 +83,7 @@ def _best_line(setting: Mapping[str, Any]) -> str:
     tied = ", ".join(arm_label(n) for n in best["tied"]) or "none"
     against = "; ".join(
         f"{arm_label(n)} {c['mean']:+.2f} ({_signed(c['per_seed'])}): {_verdict(c)}" for n, c in best["vs"].items()
-    )
+    ) or "no other init has two seeds yet"
     return (
         f"Highest mean: {arm_label(best['arm'])}; tied with it within seed spread: {tied}. "
         f"Each init minus it, paired on the seed: {against}."
