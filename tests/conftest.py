@@ -1,8 +1,12 @@
-"""Shared test settings: no network, small thread count, the embedded CIFAR-10 sample, the optional shared data."""
+"""Shared test settings: no network, small thread count, the embedded CIFAR-10 sample, the optional shared data,
+and scripts run in this process."""
 
 from __future__ import annotations
 
 import os
+import runpy
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,8 @@ from structinit_hf.train.data import SAMPLE_DATASETS
 
 torch.set_num_threads(1)  # test tensors are tiny: threads cost more than they give
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +40,28 @@ def shared_data() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return SHARED_DATA
+
+
+@pytest.fixture
+def script_in_process(monkeypatch, capsys) -> Callable[[str, Sequence[str]], tuple[int, str]]:
+    """Run ``python <repository>/scripts/<name>.py ARGV`` in this process: the file runs as ``__main__`` with
+    ``sys.argv`` set, so its imports, parser and :func:`run_script` are the ones a user meets,
+    without the seconds a fresh Python spends importing torch, timm and transformers. Returns the exit status and
+    stderr; a traceback a user would see propagates here as the exception. Accelerate's per-process state starts
+    empty, as in a fresh process (an earlier test's Accelerator would refuse another mixed precision)."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    def run(name: str, argv: Sequence[str]) -> tuple[int, str]:
+        script = str(REPO / "scripts" / f"{name}.py")
+        monkeypatch.setattr(sys, "argv", [script, *argv])
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
+        capsys.readouterr()  # what the test printed before
+        try:
+            runpy.run_path(script, run_name="__main__")
+            status = 0
+        except SystemExit as stop:
+            status = 0 if stop.code is None else stop.code
+        return status, capsys.readouterr().err
+
+    return run
