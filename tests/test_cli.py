@@ -101,17 +101,18 @@ BENCHMARK_ERRORS = {
 }
 
 
-def _check_benchmark_error(case: str, status: int, stderr: str) -> None:
+def _check_benchmark_error(case: str, done: subprocess.CompletedProcess) -> None:
     """Catches a benchmark script raising past run_script (status 1 and a traceback) on a missing data folder."""
-    assert status == 2, stderr[-2000:]
-    assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith(BENCHMARK_ERRORS[case][2])
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(BENCHMARK_ERRORS[case][2])
 
 
 @pytest.mark.parametrize("case", BENCHMARK_ERRORS)
 def test_benchmark_scripts_exit_2_with_one_line(case, tmp_path, monkeypatch, script_in_process):
     script, argv, _ = BENCHMARK_ERRORS[case]
     monkeypatch.chdir(tmp_path)
-    _check_benchmark_error(case, *script_in_process(script, argv))
+    _check_benchmark_error(case, script_in_process(script, argv))
 
 
 @pytest.mark.slow  # a fresh Python, as a shell starts the script
@@ -119,7 +120,7 @@ def test_a_benchmark_script_from_a_fresh_process_exits_2_with_one_line(tmp_path)
     script, argv, _ = BENCHMARK_ERRORS["missing-data-root"]
     command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    _check_benchmark_error("missing-data-root", done.returncode, done.stderr)
+    _check_benchmark_error("missing-data-root", done)
 
 
 def test_model_kwargs_are_parsed_as_literals_with_strings_as_fallback():

@@ -43,11 +43,11 @@ def _argv(script: str, out: Path) -> list[str]:
     return ["--out-dir", str(out / "report")] if script == "campaign_report" else ["--help"]
 
 
-def _check_names_the_extra(case: str, status: int, stderr: str) -> None:
+def _check_names_the_extra(case: str, done: subprocess.CompletedProcess) -> None:
     script, module, extra = MISSING[case]
     script_path = REPO / "scripts" / f"{script}.py"
     line = f"error: {script_path} needs {module} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"
-    assert (status, stderr.strip().splitlines()) == (2, [line])
+    assert (done.returncode, done.stderr.strip().splitlines()) == (2, [line])
 
 
 @pytest.mark.parametrize("case", MISSING)
@@ -56,7 +56,7 @@ def test_a_script_without_its_extra_says_which_to_install_in_one_line(case, tmp_
     imported afresh, so the script's own imports meet it as a user's would."""
     script, module, _ = MISSING[case]
     with package_not_installed(module):
-        _check_names_the_extra(case, *script_in_process(script, _argv(script, tmp_path)))
+        _check_names_the_extra(case, script_in_process(script, _argv(script, tmp_path)))
 
 
 @pytest.mark.slow  # a fresh Python per case
@@ -73,7 +73,7 @@ def test_a_script_without_its_extra_in_a_fresh_process_says_which_to_install(tmp
         [sys.executable, f"{REPO / 'scripts' / script}.py", *_argv(script, tmp_path)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
-    _check_names_the_extra(case, done.returncode, done.stderr)
+    _check_names_the_extra(case, done)
 
 
 def test_only_modules_of_an_extra_count_as_a_missing_extra():

@@ -211,12 +211,12 @@ CASES = {
 }
 
 
-def _check_one_line(case: str, status: int, stderr: str, out: Path) -> None:
+def _check_one_line(case: str, done: subprocess.CompletedProcess, out: Path) -> None:
     """Catches a traceback (AssertionError, KeyError, RuntimeError, a 75-line ConnectError), a value accepted
     without a check, and a message that does not name the flag and value or the damaged file and a way on."""
-    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
-    assert status == 2 and "Traceback" not in stderr, stderr[-3000:]
-    assert len(errors) == 1 and stderr.rstrip().endswith(errors[0]), stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert len(errors) == 1 and done.stderr.rstrip().endswith(errors[0]), done.stderr[-3000:]
     assert CASES[case][3] in errors[0], errors[0]
     if case.startswith(("truncated", "corrupt")):
         assert f"resume from the previous checkpoint with --resume {out / 'checkpoints' / 'epoch_0001'}," in errors[0]
@@ -229,8 +229,7 @@ def test_a_user_error_is_one_line_and_exit_status_2(case, paths, tmp_path, monke
     if env_changes == UNREACHABLE_HUB:
         _unreachable_hub(monkeypatch)
     monkeypatch.chdir(tmp_path)
-    status, stderr = script_in_process(script, argv(paths, tmp_path / "out"))
-    _check_one_line(case, status, stderr, tmp_path / "out")
+    _check_one_line(case, script_in_process(script, argv(paths, tmp_path / "out")), tmp_path / "out")
 
 
 @pytest.mark.slow  # a fresh Python per case
@@ -243,4 +242,4 @@ def test_a_user_error_from_a_fresh_process_is_one_line_and_exit_status_2(case, p
         env.pop(key, None)
     command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv(paths, tmp_path / "out")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    _check_one_line(case, done.returncode, done.stderr, tmp_path / "out")
+    _check_one_line(case, done, tmp_path / "out")
