@@ -80,30 +80,47 @@ def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
     assert capsys.readouterr().err == "error: got 1 checkpoints for 2 models; pass one per model\n"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("script", "argv", "message"),
-    [
-        ("benchmark_solver", ["--data", "no/such/folder"], "error: --data 'no/such/folder' is not a dataset folder"),
-        (
-            "benchmark_small_data",
-            ["--profile", "cifar10"],
-            "error: profile 'cifar10' reads 'cifar10' from a local folder: pass --data-root DIR (the folder holding "
-            "cifar10/, e.g. data) or --data-path",
-        ),
-        (
-            "benchmark_small_data",
-            ["--profile", "cifar10", "--data-root", "no/such"],
-            "error: dataset folder 'no/such/cifar10' does not exist; pass its location with --data-path",
-        ),
-    ],
-)
-def test_benchmark_scripts_exit_2_with_one_line(tmp_path, script, argv, message):
+# a benchmark script, its argv (relative paths, from an empty folder) and how its one error line starts
+BENCHMARK_ERRORS = {
+    "solver": (
+        "benchmark_solver",
+        ["--data", "no/such/folder"],
+        "error: --data 'no/such/folder' is not a dataset folder",
+    ),
+    "no-data-root": (
+        "benchmark_small_data",
+        ["--profile", "cifar10"],
+        "error: profile 'cifar10' reads 'cifar10' from a local folder: pass --data-root DIR (the folder holding "
+        "cifar10/, e.g. data) or --data-path",
+    ),
+    "missing-data-root": (
+        "benchmark_small_data",
+        ["--profile", "cifar10", "--data-root", "no/such"],
+        "error: dataset folder 'no/such/cifar10' does not exist; pass its location with --data-path",
+    ),
+}
+
+
+def _check_benchmark_error(case: str, done: subprocess.CompletedProcess) -> None:
     """Catches a benchmark script raising past run_script (status 1 and a traceback) on a missing data folder."""
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(BENCHMARK_ERRORS[case][2])
+
+
+@pytest.mark.parametrize("case", BENCHMARK_ERRORS)
+def test_benchmark_scripts_exit_2_with_one_line(case, tmp_path, monkeypatch, script_in_process):
+    script, argv, _ = BENCHMARK_ERRORS[case]
+    monkeypatch.chdir(tmp_path)
+    _check_benchmark_error(case, script_in_process(script, argv))
+
+
+@pytest.mark.slow  # a fresh Python, as a shell starts the script
+def test_a_benchmark_script_from_a_fresh_process_exits_2_with_one_line(tmp_path):
+    script, argv, _ = BENCHMARK_ERRORS["missing-data-root"]
     command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith(message)
+    _check_benchmark_error("missing-data-root", done)
 
 
 def test_model_kwargs_are_parsed_as_literals_with_strings_as_fallback():

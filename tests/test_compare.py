@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import configparser
 import json
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -60,11 +60,13 @@ def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
     assert len(errors) == 1 and errors[0].startswith("error: ") and message in errors[0], errors
 
 
-def test_python_m_lists_the_commands_and_setup_declares_the_console_script():
-    done = subprocess.run(
-        [sys.executable, "-m", "structinit_hf", "--help"], capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0 and all(command in done.stdout for command in COMMANDS)
+@pytest.mark.filterwarnings("ignore:'structinit_hf.__main__' found in sys.modules")  # imported above, run again
+def test_python_m_lists_the_commands_and_setup_declares_the_console_script(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["structinit_hf", "--help"])
+    with pytest.raises(SystemExit) as stop:  # what ``python -m structinit_hf --help`` runs, in this process
+        runpy.run_module("structinit_hf", run_name="__main__", alter_sys=True)
+    printed = capsys.readouterr().out
+    assert stop.value.code == 0 and all(command in printed for command in COMMANDS)
     assert main(["no-such-command"]) == 2
     config = configparser.ConfigParser()
     config.read(REPO / "setup.cfg")

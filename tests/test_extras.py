@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from without_package import package_not_installed
 
 from structinit_hf.train import checks, commands
 
@@ -27,34 +28,52 @@ def test_importing_the_plugin_loads_neither_transformers_nor_the_training_stack(
 
 
 # a script, the module it needs from an extra, and that extra: each run with the module hidden
-MISSING = [
-    ("train.py", "accelerate", "train"),
-    ("evaluate.py", "datasets", "train"),
-    ("push_to_hub.py", "jinja2", "train"),
-    ("benchmark_small_data.py", "datasets", "train"),
-    ("benchmark_small_data.py", "matplotlib", "bench"),  # drawn after training: checked before it
-    ("campaign_report.py", "matplotlib", "bench"),
-]
+MISSING = {
+    "train-accelerate": ("train", "accelerate", "train"),
+    "evaluate-datasets": ("evaluate", "datasets", "train"),
+    "push-jinja2": ("push_to_hub", "jinja2", "train"),
+    "benchmark-datasets": ("benchmark_small_data", "datasets", "train"),
+    "benchmark-matplotlib": ("benchmark_small_data", "matplotlib", "bench"),  # drawn after training: checked before it
+    "report-matplotlib": ("campaign_report", "matplotlib", "bench"),
+}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("script", "module", "extra"), MISSING)
-def test_a_script_without_its_extra_says_which_to_install_in_one_line(tmp_path, script, module, extra):
+def _argv(script: str, out: Path) -> list[str]:
+    """--help stops at the imports; the report imports matplotlib only when it draws."""
+    return ["--out-dir", str(out / "report")] if script == "campaign_report" else ["--help"]
+
+
+def _check_names_the_extra(case: str, done: subprocess.CompletedProcess) -> None:
+    script, module, extra = MISSING[case]
+    script_path = REPO / "scripts" / f"{script}.py"
+    line = f"error: {script_path} needs {module} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"
+    assert (done.returncode, done.stderr.strip().splitlines()) == (2, [line])
+
+
+@pytest.mark.parametrize("case", MISSING)
+def test_a_script_without_its_extra_says_which_to_install_in_one_line(case, tmp_path, script_in_process):
+    """In this process, with the module's imports failing as a missing package's do and the application's modules
+    imported afresh, so the script's own imports meet it as a user's would."""
+    script, module, _ = MISSING[case]
+    with package_not_installed(module):
+        _check_names_the_extra(case, script_in_process(script, _argv(script, tmp_path)))
+
+
+@pytest.mark.slow  # a fresh Python per case
+@pytest.mark.parametrize("case", ["train-accelerate", "report-matplotlib"])
+def test_a_script_without_its_extra_in_a_fresh_process_says_which_to_install(tmp_path, case):
     """Stands in for an install without the extra: a package of that name on PYTHONPATH whose import fails as a
     missing one does, so the script's own imports (and transformers' availability checks) meet it as a user would."""
+    script, module, _ = MISSING[case]
     (tmp_path / module).mkdir()
     message = f"No module named {module!r}"
     (tmp_path / module / "__init__.py").write_text(f"raise ModuleNotFoundError({message!r}, name={module!r})")
-    # --help stops at the imports; the report imports matplotlib only when it draws
-    args = ["--out-dir", str(tmp_path / "report")] if script == "campaign_report.py" else ["--help"]
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
-        [sys.executable, f"scripts/{script}", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert (done.returncode, done.stderr.strip().splitlines()) == (
-        2,
-        [f"error: scripts/{script} needs {module} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"],
-    )
+        [sys.executable, f"{REPO / 'scripts' / script}.py", *_argv(script, tmp_path)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    _check_names_the_extra(case, done)
 
 
 def test_only_modules_of_an_extra_count_as_a_missing_extra():

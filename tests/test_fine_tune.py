@@ -14,7 +14,7 @@ import pytest
 import timm
 import torch
 from safetensors.torch import load_file
-from tiny_runs import REPO, image_folder, run, script_env, synthetic_args, synthetic_dataset, weights
+from tiny_runs import REPO, image_folder, run, run_forked, script_env, synthetic_args, synthetic_dataset, weights
 from transformers import AutoModelForImageClassification
 
 from structinit_hf.train import loop
@@ -35,7 +35,7 @@ def _fine_tune(parent: SimpleNamespace, out: Path, *extra: str) -> dict:
     return run([*argv, "--epochs", "1", "--warmup-epochs", "0", "--output-dir", str(out), *extra])
 
 
-# scripts/train.py in a fresh Python, with the model's tensors saved (FIRST_STEP) when the first epoch starts
+# scripts/train.py in a forked Python, with the model's tensors saved (FIRST_STEP) when the first epoch starts
 FIRST_STEP_TRAIN = """
 import os, runpy, sys
 from safetensors.torch import save_file
@@ -56,17 +56,15 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 def test_a_checkpoint_fine_tunes_on_other_classes(parent, tmp_path):
-    """Through scripts/train.py in a fresh process: the backbone starts as the checkpoint's, the head is new with one
+    """Through scripts/train.py in a forked process: the backbone starts as the checkpoint's, the head is new with one
     output per class folder, and every record of the run names the parent and keeps its init."""
     out, first_step = tmp_path / "B", tmp_path / "first_step.safetensors"
     argv = ["--model", str(parent.final), "--dataset", str(parent.images), "--val-split", "0.25", "--batch-size", "6"]
     argv += ["--epochs", "1", "--warmup-epochs", "0", "--output-dir", str(out)]
-    env = script_env(FIRST_STEP=str(first_step), TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"))
-    done = subprocess.run([sys.executable, "-c", FIRST_STEP_TRAIN, *argv], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert (
-        "fine-tuning" in done.stdout and "classifier re-initialized for 3 classes (the checkpoint had 4)" in done.stdout
-    )
+    train_script = str(REPO / "scripts" / "train.py")
+    status, output = run_forked(FIRST_STEP_TRAIN, argv, FIRST_STEP=str(first_step), TRAIN_SCRIPT=train_script)
+    assert status == 0, output[-3000:]
+    assert "fine-tuning" in output and "classifier re-initialized for 3 classes (the checkpoint had 4)" in output
     started, saved = load_file(first_step), weights(parent.final)
     assert started["head.weight"].shape == (3, 48)
     for key, value in saved.items():
@@ -121,11 +119,10 @@ def test_a_folder_without_a_classifier_entry_still_fine_tunes(parent, tmp_path):
     assert results["fine_tuned_from"]["head"] == "re-initialized" and results["num_classes"] == 3
 
 
-def test_a_fine_tuned_run_publishes_with_its_parent_named(parent, tmp_path):
+def test_a_fine_tuned_run_publishes_with_its_parent_named(parent, tmp_path, script_in_process):
     _fine_tune(parent, tmp_path / "F")
-    command = [sys.executable, str(REPO / "scripts" / "push_to_hub.py"), "--run-dir", str(tmp_path / "F")]
-    command += ["--repo-id", "me/tiny-ft", "--dataset-id", "me/images", "--dry-run"]
-    done = subprocess.run(command, env=script_env(), capture_output=True, text=True, timeout=300)
+    argv = ["--run-dir", str(tmp_path / "F"), "--repo-id", "me/tiny-ft", "--dataset-id", "me/images", "--dry-run"]
+    done = script_in_process("push_to_hub", argv)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (
         "fine-tuned from a local checkpoint trained on `.../data` (classifier re-initialized), a model that started"

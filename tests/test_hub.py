@@ -318,8 +318,13 @@ def test_transformers_push_to_hub_uploads_the_stock_folder(online, no_xet, tmp_p
     config = StructInitViTConfig(model_args=dict(TINY, seed=1), num_labels=3)
     model = AutoModelForImageClassification.from_config(config)
     with FakeHub(token=TOKEN) as hub:
-        # transformers uploads through its own shared client (transformers.utils.hub.hf_api()): point it here
+        # transformers uploads through its own shared client (transformers.utils.hub.hf_api()) and reads the repo's
+        # card from huggingface_hub's default endpoint: point both here (the card read would retry huggingface.co)
         monkeypatch.setattr(transformers.utils.hub, "_hf_api", huggingface_hub.HfApi(endpoint=hub.url))
+        monkeypatch.setattr(hf_constants, "ENDPOINT", hub.url)
+        monkeypatch.setattr(
+            hf_constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+        )
         model.push_to_hub("my-org/tiny-impulse", token=TOKEN)
         files = hub.files("my-org/tiny-impulse")
         snapshot = hub.write_snapshot("my-org/tiny-impulse", tmp_path / "arrived")

@@ -90,6 +90,7 @@ def test_the_layer_check_sees_a_wrong_import(tmp_path, monkeypatch):
         fake.unlink()
 
 
+@pytest.mark.slow  # a fresh Python: what the plugin imports, with nothing imported before it
 def test_using_the_plugin_loads_no_application_module():
     code = (
         "import sys, timm, structinit_hf\n"

@@ -18,6 +18,7 @@ from tiny_runs import (
     REPO,
     TIMINGS,
     run,
+    run_forked,
     run_killed_at,
     script_env,
     synthetic_args,
@@ -28,7 +29,7 @@ from tiny_runs import (
 from structinit_hf.train.errors import UsageError
 from structinit_hf.train.run_folder import LOCK_FILE, acquire_run_lock
 
-pytestmark = pytest.mark.slow  # every test here trains, most in subprocesses
+pytestmark = pytest.mark.slow  # every test here trains, some in forked or fresh processes
 
 
 def test_a_kill_at_any_instant_then_the_same_command_continues_to_the_same_weights(tmp_path) -> None:
@@ -126,8 +127,8 @@ def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_bloc
         "from structinit_hf.train.run_folder import acquire_run_lock; import os, signal; "
         f"acquire_run_lock({str(out)!r}); "
     )
-    done = subprocess.run([sys.executable, "-c", code + "os.kill(os.getpid(), signal.SIGKILL)"], env=script_env())
-    assert done.returncode == -signal.SIGKILL
+    status, output = run_forked(code + "os.kill(os.getpid(), signal.SIGKILL)", [])
+    assert status == -signal.SIGKILL, output[-3000:]
     dead = json.loads((out / LOCK_FILE).read_text())["pid"]
     record = run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))  # the dead lock is taken over
     assert record["epochs"] == 1 and dead != os.getpid() and not (out / LOCK_FILE).exists()

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
-from tiny_runs import REPO, run, synthetic_args, synthetic_dataset, weights
+from tiny_runs import run, synthetic_args, synthetic_dataset, weights
 
 from structinit_hf.train.args import TrainingSettings, training_parser
 from structinit_hf.train.loop import train
@@ -19,8 +17,7 @@ def speed(argv: list[str]):
     return TrainingSettings.from_args(training_parser().parse_args(argv)).speed
 
 
-@pytest.mark.slow
-def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys) -> None:
+def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys, script_in_process) -> None:
     """Catches a misspelt model keyword that surfaces as timm's TypeError (no suggestion), a model checked only
     after the images are read (the corrupt image would be reported instead), a traceback without --debug, and a
     corrupt image found mid-epoch (after metrics or checkpoints were written) instead of before the first step."""
@@ -37,10 +34,7 @@ def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys) -> None:
     with pytest.raises(ValueError, match="kernal_size"):
         run_script(training_parser(), train, [*argv, "--debug"])
 
-    done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "train.py"), *synthetic_args(dataset, tmp_path / "run")],
-        env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    done = script_in_process("train", synthetic_args(dataset, tmp_path / "run"))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "row 3 of the train split" in done.stderr and "broken.png" in done.stderr
     assert not (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "checkpoints").exists()

@@ -18,6 +18,8 @@ import pytest
 from tiny_runs import REPO, image_folder, run, script_env
 
 from structinit_hf.__main__ import main
+from structinit_hf.benchmark import compare_inits
+from structinit_hf.benchmark.compare_inits import PROFILE
 from structinit_hf.train.args import TrainingSettings, training_parser
 from structinit_hf.train.dataloaders import fit_batch
 from structinit_hf.train.errors import UsageError
@@ -220,7 +222,11 @@ def _readme_own_data_commands() -> list[list[str]]:
 @pytest.mark.slow
 def test_the_readme_commands_for_your_own_data_run_as_written(tmp_path, monkeypatch):
     """On 3 classes x 40 images, with a tiny 10-class run standing in for the README's runs/c10 (trained on the
-    embedded sample): compare, fine-tune and evaluate exit 0 exactly as the README writes them."""
+    embedded sample): compare, fine-tune and evaluate exit 0 exactly as the README writes them. compare's defaults
+    (the proxy profile its flags leave alone) are cut to depth 1 and 2 epochs: the README's 12 runs are still
+    trained, each a tiny one."""
+    tiny = dict(architecture={**PROFILE.architecture, "depth": 1}, recipe={**PROFILE.recipe, "epochs": 2})
+    monkeypatch.setattr(compare_inits, "PROFILE", replace(PROFILE, **tiny, table_epochs=(1,)))
     monkeypatch.chdir(tmp_path)
     image_folder(tmp_path / "my_images", CLASSES, per_class=40)
     run([*TINY, "--max-train-samples", "64", "--epochs", "1", "--output-dir", "runs/c10"])

@@ -1,4 +1,7 @@
-"""Every user error of every script, run as a user runs it: one line on stderr naming the flag, exit status 2."""
+"""Every user error of every script, run as a user runs it: one line on stderr naming the flag, exit status 2.
+
+Each case runs its script in this process (``script_in_process``); one case per script runs it again in a fresh
+Python, as a shell starts it (marked slow)."""
 
 from __future__ import annotations
 
@@ -9,9 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from huggingface_hub import constants as hf_constants
 from tiny_runs import REPO, TINY_MODEL, image_folder, run, script_env, synthetic_args, synthetic_dataset
-
-pytestmark = pytest.mark.slow  # one process per case
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +63,13 @@ def _evaluate(*extra: str):
 
 
 UNREACHABLE_HUB = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_TOKEN": "hf_not_a_real_token", "HF_HUB_OFFLINE": None}
+
+
+def _unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:data:`UNREACHABLE_HUB` in this process: huggingface_hub read the endpoint and offline flag when imported."""
+    monkeypatch.setattr(hf_constants, "ENDPOINT", UNREACHABLE_HUB["HF_ENDPOINT"])
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_TOKEN", UNREACHABLE_HUB["HF_TOKEN"])
 
 
 # (script, argv from the fixture's paths and a fresh output folder, environment changes, what the line must say)
@@ -202,23 +211,35 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_a_user_error_is_one_line_and_exit_status_2(case, paths, tmp_path) -> None:
+def _check_one_line(case: str, done: subprocess.CompletedProcess, out: Path) -> None:
     """Catches a traceback (AssertionError, KeyError, RuntimeError, a 75-line ConnectError), a value accepted
     without a check, and a message that does not name the flag and value or the damaged file and a way on."""
-    script, argv, env_changes, expected = CASES[case]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert len(errors) == 1 and done.stderr.rstrip().endswith(errors[0]), done.stderr[-3000:]
+    assert CASES[case][3] in errors[0], errors[0]
+    if case.startswith(("truncated", "corrupt")):
+        assert f"resume from the previous checkpoint with --resume {out / 'checkpoints' / 'epoch_0001'}," in errors[0]
+    assert not (out / "run.lock").exists()  # a refused run leaves no lock behind
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_user_error_is_one_line_and_exit_status_2(case, paths, tmp_path, monkeypatch, script_in_process) -> None:
+    script, argv, env_changes, _ = CASES[case]
+    if env_changes == UNREACHABLE_HUB:
+        _unreachable_hub(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    _check_one_line(case, script_in_process(script, argv(paths, tmp_path / "out")), tmp_path / "out")
+
+
+@pytest.mark.slow  # a fresh Python per case
+@pytest.mark.parametrize("case", ["aa", "evaluate-missing-run-folder", "push-unreachable-hub", "plot-num-images"])
+def test_a_user_error_from_a_fresh_process_is_one_line_and_exit_status_2(case, paths, tmp_path) -> None:
+    """One case per script, started as a shell starts it: nothing this process imported or set up helps."""
+    script, argv, env_changes, _ = CASES[case]
     env = script_env(**{key: value for key, value in env_changes.items() if value is not None})
     for key in (key for key, value in env_changes.items() if value is None):
         env.pop(key, None)
     command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv(paths, tmp_path / "out")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert len(errors) == 1 and done.stderr.rstrip().endswith(errors[0]), done.stderr[-3000:]
-    assert expected in errors[0], errors[0]
-    if case.startswith(("truncated", "corrupt")):
-        assert (
-            f"resume from the previous checkpoint with --resume {tmp_path / 'out' / 'checkpoints' / 'epoch_0001'},"
-            in errors[0]
-        )
-    assert not (tmp_path / "out" / "run.lock").exists()  # a refused run leaves no lock behind
+    _check_one_line(case, done, tmp_path / "out")

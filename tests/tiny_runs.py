@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
-import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import datasets
@@ -127,8 +128,31 @@ def script_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(torch.get_num_threads()), **extra}
 
 
+def _forked_main(code: str, argv: list[str], env: dict[str, str], output: int) -> None:
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    sys.stdout = sys.stderr = open(1, "w", buffering=1, closefd=False)  # the child's until it ends
+    os.environ.update(env)
+    sys.argv = ["-c", *argv]
+    exec(code, {"__name__": "__main__"})
+
+
+def run_forked(code: str, argv: list[str], **env: str) -> tuple[int, str]:
+    """Run ``python -c code argv`` with ``env`` added, in a child forked from this process: torch, timm and
+    transformers are imported already, so it starts in a moment instead of seconds. Returns the child's exit code
+    (``-signal`` when a signal ended it) and what it printed on stdout and stderr."""
+    with tempfile.TemporaryFile("w+") as output:
+        child = multiprocessing.get_context("fork").Process(
+            target=_forked_main, args=(code, argv, env, output.fileno())
+        )
+        child.start()
+        child.join(timeout=300)
+        assert child.exitcode is not None, "the forked run did not end in 300 s"
+        output.seek(0)
+        return child.exitcode, output.read()
+
+
 def run_killed_at(point: str, argv: list[str]) -> None:
-    """Run ``scripts/train.py argv`` in a process that SIGKILLs itself at ``point`` (see :data:`KILLING_TRAIN`)."""
-    env = script_env(KILL_AT=point, TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"))
-    done = subprocess.run([sys.executable, "-c", KILLING_TRAIN, *argv], env=env, capture_output=True, timeout=300)
-    assert done.returncode == -signal.SIGKILL, f"{point}: not killed: {done.stderr.decode()[-3000:]}"
+    """Run ``scripts/train.py argv`` in a forked child that SIGKILLs itself at ``point`` (see :data:`KILLING_TRAIN`)."""
+    status, output = run_forked(KILLING_TRAIN, argv, KILL_AT=point, TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"))
+    assert status == -signal.SIGKILL, f"{point}: not killed: {output[-3000:]}"
