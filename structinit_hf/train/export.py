@@ -61,6 +61,7 @@ def save_timm_folder(
     too: ``num_classes`` leaves ``model_args`` (the wrapper passes it itself, and twice is an error), and
     ``extra_config``'s fields join the config."""
     folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)  # as save_for_hf does
     with tempfile.TemporaryDirectory(dir=folder) as scratch:  # on the folder's disk: the weights move, not copy
         save_for_hf(model, scratch, model_config={"label_names": label_names}, safe_serialization=True)
         (Path(scratch) / "model.safetensors").replace(folder / "model.safetensors")
