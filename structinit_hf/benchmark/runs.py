@@ -46,10 +46,13 @@ TRAIN_ENTRY = (
 )
 
 
+NEGATABLE_FLAGS = ("compile",)  # train.py's on/off flags whose default depends on the device
+
+
 def flag_values(name: str, value: Any) -> list[str]:
     flag = f"--{name.replace('_', '-')}"
-    if isinstance(value, bool):
-        return [flag] if value else []
+    if isinstance(value, bool):  # False: the flag's --no- form where it has one (--no-compile), else nothing
+        return [flag] if value else ([f"--no-{name.replace('_', '-')}"] if name in NEGATABLE_FLAGS else [])
     if isinstance(value, list | tuple):
         return [flag, *map(str, value)]
     return [flag, str(value)]

@@ -27,7 +27,7 @@ from typing import Any
 from ..train.errors import UsageError
 from ..train.hub import ATTENTION_IMAGE
 from .arms import ALL_ARMS, STUDIES, Arm, select_arms, study_arm_names
-from .profiles import PROFILES, BenchmarkDataset, Profile, arm_model_kwargs
+from .profiles import PROFILES, BenchmarkDataset, Profile, arm_model_kwargs, with_epochs
 from .report import (
     aggregate_runs,
     draw_run_attention,
@@ -63,7 +63,7 @@ def run_benchmark(
 ) -> dict[str, Any]:
     """Train every unfinished (arm, seed) run of ``profile``, then write the tables and plots to ``out_dir``.
 
-    Runs go seed by seed (all arms of seed 0 first), ``jobs`` at a time with ``cpu_count // jobs``
+    Runs go seed by seed (all arms of seed 0 first), ``jobs`` at a time with ``usable_cpus() // jobs``
     threads each. A failed run does not stop the others; the failures are raised together at the end
     with the paths of their logs. Returns the aggregated record written to ``out_dir/results.json``.
     """
@@ -117,9 +117,11 @@ def _dataset_spec(profile: Profile, dataset: str | None) -> tuple[str, Benchmark
 
 
 def _train_runs(profile: Profile, spec: BenchmarkDataset, pending: list[tuple[Arm, int, Path]], jobs: int) -> list[str]:
-    """Train the ``pending`` runs, ``jobs`` at a time with ``cpu_count // jobs`` threads each, saying as each ends how
+    """Train the ``pending`` runs, ``jobs`` at a time with ``usable_cpus() // jobs`` threads each, saying as each ends how
     it did; returns the failed ones, each with the path of its log."""
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    from ..train.run_setup import usable_cpus  # accelerate and torch: not loaded for the parser
+
+    threads = max(1, usable_cpus() // jobs)
     failures = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {
@@ -162,6 +164,13 @@ def benchmark_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the profile's")
     parser.add_argument("--jobs", type=int, default=None, help="runs at a time (default: the profile's)")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="train this many epochs instead of the profile's (a check sized to the time at hand); the record "
+        "keeps the count in its recipe",
+    )
     _add_output_arguments(parser)
     return parser
 
@@ -217,6 +226,8 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """Run the benchmark the parsed ``args`` describe."""
     profile = PROFILES[args.profile]
+    if args.epochs is not None:
+        profile = with_epochs(profile, args.epochs)
     dataset = args.dataset if args.dataset is not None else next(iter(profile.datasets))
     if dataset not in profile.datasets:
         raise ValueError(f"--dataset {dataset!r} is not in profile {profile.name!r}: {', '.join(profile.datasets)}")

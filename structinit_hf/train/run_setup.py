@@ -48,7 +48,7 @@ from .run_folder import ResumePoint, RunLock, default_output_dir, lock_run_folde
 from .step import TrainingStep
 from .tensor_data import training_datasets
 
-__all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "setup_run"]
+__all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "setup_run", "usable_cpus"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,11 @@ class DeviceDefaults:
     workers: int
     pin_memory: bool
     compile: bool
+
+
+def usable_cpus() -> int:
+    """The CPU cores this process may run on (its affinity, as ``taskset`` or a container sets it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def device_defaults(
@@ -90,8 +95,7 @@ def device_defaults(
         )
     workers = speed.workers
     if workers is None:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        workers = max(1, min(16, cpus // local_processes - 1)) if cuda else 0
+        workers = max(1, min(16, usable_cpus() // local_processes - 1)) if cuda else 0
     compile_model = cuda if speed.compile is None else speed.compile
     if env.get("ACCELERATE_DYNAMO_BACKEND", "no").lower() != "no":
         compile_model = False  # accelerate compiles the model in prepare()
