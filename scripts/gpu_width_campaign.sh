@@ -36,7 +36,7 @@ pin() {  # pin <first core> <count> cmd...: taskset where the machine has the co
     local first=$1 count=$2; shift 2
     if [ "$SMOKE" = 1 ] || [ $((first + count)) -gt "$cores" ]; then "$@"; else taskset -c "$first-$((first + count - 1))" "$@"; fi
 }
-bench() { python3 scripts/benchmark_small_data.py --data-root data "$@"; }
+bench=(python3 scripts/benchmark_small_data.py --data-root data)  # taskset runs programs, not shell functions
 
 # 1. The paper-scale check: the epoch count from a measured step rate, three runs sharing the GPU.
 paper_cores=6
@@ -70,7 +70,7 @@ paper_args=(--profile cifar10-proxy-recipe --epochs "$epochs" --arms default mim
     --runs-dir runs/gpu/cifar10-proxy-recipe --out-dir benchmarks/width/gpu/cifar10-proxy-recipe-cifar10)
 [ "$SMOKE" = 1 ] && paper_args=(--profile cpu-proxy-n2500 --arms default --seeds 0 --jobs 1 --epochs 1
     --runs-dir runs/gpu/smoke-paper --out-dir benchmarks/width/gpu/smoke-paper)
-pin 0 $paper_cores bench "${paper_args[@]}" > "$OUT/paper.log" 2>&1 &
+pin 0 $paper_cores "${bench[@]}" "${paper_args[@]}" > "$OUT/paper.log" 2>&1 &
 paper=$!
 
 # 2. The proxy queue, in priority order: "profile seed arm" per line.
@@ -96,19 +96,23 @@ lane() {  # lane <first core>: runs from the queue until it is empty or too litt
         read -r profile seed arm <<< "$(next_job)"
         [ -n "${profile:-}" ] || break
         log "lane $first: $profile seed $seed $arm"
-        pin "$first" 2 bench --profile "$profile" --seeds "$seed" --arms "$arm" --jobs 1 \
+        pin "$first" 2 "${bench[@]}" --profile "$profile" --seeds "$seed" --arms "$arm" --jobs 1 \
             --runs-dir "runs/gpu/$profile/seed$seed" --out-dir "benchmarks/width/gpu/$profile-cifar10/seed$seed-$arm" \
             "${smoke_epochs[@]}" >> "$OUT/lane$first.log" 2>&1 || log "lane $first: $profile seed $seed $arm failed"
     done
 }
 lanes=()
 smoke_epochs=(); [ "$SMOKE" = 1 ] && smoke_epochs=(--epochs 1)
-for first in 6 8 10 12 14; do lane $first & lanes+=($!); [ "$SMOKE" = 1 ] && break; done
+LANES=${LANES:-5}  # 0: the paper-scale check alone
+for first in 6 8 10 12 14; do
+    [ ${#lanes[@]} -lt "$LANES" ] || break
+    lane $first & lanes+=($!); [ "$SMOKE" = 1 ] && break
+done
 
 # 3. Wait for the work or the deadline, then pack what finished.
 while [ "$(left)" -gt 25 ]; do
     running=0
-    for pid in "$paper" "${lanes[@]}"; do kill -0 "$pid" 2>/dev/null && running=1; done
+    for pid in "$paper" ${lanes[@]+"${lanes[@]}"}; do kill -0 "$pid" 2>/dev/null && running=1; done
     [ $running = 0 ] && break
     sleep 5
 done

@@ -238,6 +238,7 @@ PROFILES["cifar10-proxy-recipe"] = replace(
     recipe={
         **{flag: value for flag, value in PROFILES["cpu-proxy"].recipe.items() if flag != "max_train_samples"},
         "mixed_precision": "bf16",
+        "workers": 0,  # the lent machine's sandbox could not pass tensors from loader workers ("0 items of ancdata")
     },
     seeds=(0,),
     table_epochs=(1, 3),
