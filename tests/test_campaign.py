@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from structinit_hf.benchmark.campaign import records, sources
 from structinit_hf.benchmark.campaign.records import build_campaign, build_width, merge_scores
+from structinit_hf.benchmark.campaign.sources import WidthSetting
 from structinit_hf.benchmark.campaign.tables import render_campaign_markdown, width_markdown
 from structinit_hf.benchmark.stats import decide, paired_comparison, paired_differences, spread
 
@@ -284,27 +286,39 @@ def test_a_retrained_run_is_set_beside_the_committed_one(tmp_path, monkeypatch):
 
 
 def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, monkeypatch):
-    def record(width: int, arms: dict[str, dict[int, float]]) -> dict:
+    def record(width: int, arms: dict[str, dict[int, float]], gpu: str | None = None) -> dict:
         built = _record(arms)
         for arm in built["arms"].values():
             arm["wall_time_s"] = [600.0] * len(arm["seeds"])
-        return {**built, "architecture": {"embed_dim": width}, "train_options": {"lr": 1e-3}}
+        numerics = {"gpu": gpu} if gpu else {"torch_threads": 1}
+        options = {"lr": 1e-3, "warmup_epochs": 1.0}
+        return {**built, "architecture": {"embed_dim": width}, "train_options": options, "numerics": numerics}
 
     main = record(192, {"default": {0: 30.0, 1: 31.0, 2: 30.5}, "impulse3": {0: 22.0, 1: 21.0, 2: 23.0}})
-    presets = record(192, {"default": {0: 30.0, 1: 31.0}, "v1": {0: 33.0, 1: 34.0}})
+    presets = record(192, {"default": {0: 30.0, 1: 31.0}, "v1": {0: 33.0, 1: 34.0}}, gpu="NVIDIA H200")
     (tmp_path / "main.json").write_text(json.dumps(main))
     (tmp_path / "presets.json").write_text(json.dumps(presets))
-    monkeypatch.setattr(records, "WIDTH_SOURCES", {(2_500, 192, 1e-3): ("main.json", "presets.json")})
+    setting = WidthSetting(2_500, 192, 1e-3, ("main.json", "presets.json"), note="Why this setting.")
+    monkeypatch.setattr(records, "WIDTH_SETTINGS", {"2500/192/0.001": setting})
     width = build_width(tmp_path)["2500/192/0.001"]
     assert width["head_dim"] == 64 and width["not_run"] == ["mimetic", "v2"]
+    assert width["devices"] == {"CPU": [0, 1, 2], "NVIDIA H200": [0, 1]}
     assert width["vs"]["default"]["impulse3"]["verdict"] == "behind"
     assert width["vs"]["impulse3"]["v1"]["per_seed"] == {0: 11.0, 1: 13.0}  # the presets' seeds, paired
     assert width["vs"]["impulse3"]["v1"]["verdict"] == "ahead"
     text = "\n".join(width_markdown({"2500/192/0.001": width}))
-    assert "vs `shift`: paired diff" in text and "width 192 (head dim 64), lr 0.001" in text and "10 min" in text
+    assert "vs `shift`: paired diff" in text and "width 192 (head dim 64), lr 0.001\n" in text and "10 min" in text
+    assert "Why this setting." in text and "Trained on: CPU (s0, s1, s2); NVIDIA H200 (s0, s1)." in text
+    warm = {**presets, "train_options": {"lr": 1e-3, "warmup_epochs": 5.0}}
+    (tmp_path / "presets.json").write_text(json.dumps(warm))
+    with pytest.raises(ValueError, match="width 192 at lr 0.001 with 5 warm-up epoch"):
+        build_width(tmp_path)
+    monkeypatch.setattr(records, "WIDTH_SETTINGS", {"w5": replace(setting, sources=("presets.json",), warmup_epochs=5)})
+    assert "lr 0.001, 5 warm-up epochs" in "\n".join(width_markdown(build_width(tmp_path)))
+    monkeypatch.setattr(records, "WIDTH_SETTINGS", {"2500/192/0.001": setting})
     (tmp_path / "presets.json").write_text(json.dumps({**presets, "architecture": {"embed_dim": 96}}))
-    with pytest.raises(ValueError, match="width 96 at lr 0.001, listed as 192 at 0.001"):
+    with pytest.raises(ValueError, match="width 96 at lr 0.001 with 1 warm-up epoch"):
         build_width(tmp_path)
     (tmp_path / "presets.json").write_text(json.dumps({**presets, "train_options": {"lr": 3e-4}}))
-    with pytest.raises(ValueError, match="width 192 at lr 0.0003, listed as 192 at 0.001"):
+    with pytest.raises(ValueError, match="width 192 at lr 0.0003 with 1 warm-up epoch.*listed as 192 at 0.001"):
         build_width(tmp_path)

@@ -52,6 +52,7 @@ def test_compare_trains_each_init_on_each_seed_and_prints_what_it_writes(tmp_pat
         (["--arms", "default", "impulse7"], "--arms impulse7: unknown arm; allowed: default,"),
         (["--seeds", "-1"], "--seeds -1: out of range; allowed: integers >= 0"),
         (["--arms", "default", "default"], "repeated values"),
+        (["--lr", "0"], "--lr 0: out of range; allowed: a number between 0 and 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_status_2(argv, message, capsys):
@@ -147,3 +148,20 @@ def test_an_arm_whose_loss_stayed_near_chance_is_warned(tmp_path):
     assert stalled.startswith("warning: mimetic-seed0: training loss 2.32 -> 2.27 over 5 epoch(s), near chance")
     assert untrained_warning(run("default-seed0", [2.28, 2.15, 1.98])) is None
     assert untrained_warning(run("shift-seed0", [2.32, 2.17])) is None  # 0.94 of chance: moving
+
+
+@pytest.mark.parametrize(
+    ("argv", "lr"),
+    [
+        ([], 1e-3),  # width 48, 3 heads: head dim 16, the README's comparison
+        (["--model-kwargs", "embed_dim=96"], 1e-3),
+        (["--model-kwargs", "embed_dim=192"], 3e-4),  # head dim 64, ViT-Tiny's: mimetic and shift stall at 1e-3
+        (["--model-kwargs", "embed_dim=192", "num_heads=6"], 1e-3),  # head dim 32
+        (["--model-kwargs", "embed_dim=192", "--lr", "1e-3"], 1e-3),  # an explicit rate wins
+    ],
+)
+def test_the_learning_rate_follows_the_head_dimension(argv, lr, capsys):
+    args = compare_inits.compare_parser().parse_args(argv)
+    profile = compare_inits._profile(args)
+    assert profile.recipe["lr"] == lr and args.lr == lr
+    assert f"--lr {lr}" in compare_inits._command(args, Path("out"))

@@ -16,7 +16,14 @@ from structinit_hf.benchmark import runs as benchmark_runs
 from structinit_hf.benchmark import small_data
 from structinit_hf.benchmark.arms import ABLATION_ARMS, ARMS, select_arms, study_arm_names
 from structinit_hf.benchmark.plots import nonlocality
-from structinit_hf.benchmark.profiles import PROFILES, BenchmarkDataset, Profile, arm_model_kwargs
+from structinit_hf.benchmark.profiles import (
+    PROFILES,
+    BenchmarkDataset,
+    Profile,
+    arm_model_kwargs,
+    proxy_lr,
+    with_epochs,
+)
 from structinit_hf.benchmark.report import aggregate_runs, render_results_markdown, write_outputs, write_release_cards
 from structinit_hf.benchmark.runs import run_dir_for, train_argv
 from structinit_hf.benchmark.small_data import run_benchmark
@@ -318,3 +325,34 @@ def test_gpu_and_proxy_profiles_follow_the_paper_architecture() -> None:
     tiny_grid5 = {**TINY_ARCHITECTURE, "patch_size": 2, "depth": 1}  # an 8x8 grid fits the 5x5 window
     settings = timm.create_model(old.model, **{**old.model_kwargs, **tiny_grid5}).structinit_settings
     assert settings["solver"] == "svd" and settings["kernel_size"] == 5 and settings["suppress_content"]
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_gives_train_flags_train_accepts(name):
+    """Catches a recipe value train.py cannot parse (a bool flag without its --no- form, say), which would fail every
+    run of the profile only once it is launched, on whatever machine ran it."""
+    from structinit_hf.train.args import training_parser
+
+    profile = PROFILES[name]
+    dataset = next(iter(profile.datasets.values()))
+    args = training_parser().parse_args(train_argv(profile, ARMS["default"], 0, dataset, Path("run")))
+    for flag, value in profile.recipe.items():
+        assert getattr(args, flag) == (list(value) if isinstance(value, tuple) else value), flag
+
+
+def test_the_proxy_trains_in_fp32_eager_on_any_device_and_the_rate_follows_the_head_dimension():
+    dataset = next(iter(PROFILES["cpu-proxy-n2500-w96"].datasets.values()))
+    argv = train_argv(PROFILES["cpu-proxy-n2500-w96"], ARMS["impulse3"], 0, dataset, Path("run"))
+    assert argv[argv.index("--mixed-precision") + 1] == "no" and "--no-compile" in argv
+    assert proxy_lr(16) == proxy_lr(32) == 1e-3 and proxy_lr(64) == 3e-4
+    assert "lr" not in PROFILES["cpu-proxy-n2500-w96"].recipe  # head dim 32: the proxy's own 1e-3
+    assert PROFILES["cpu-proxy-n2500-w192"].recipe.get("lr", 1e-3) == 1e-3  # kept: the record of the stall
+    for name in ("cpu-proxy-n2500-w192-lr3e-4", "cpu-proxy-n5000-w192-lr3e-4", "cpu-proxy-n2500-long-w192-lr3e-4"):
+        assert PROFILES[name].recipe["lr"] == 3e-4 and PROFILES[name].architecture["embed_dim"] == 192
+
+
+def test_epochs_override_keeps_the_table_inside_the_run():
+    short = with_epochs(PROFILES["cifar10-proxy-recipe"], 2)
+    assert short.recipe["epochs"] == 2 and short.table_epochs == (1,)
+    with pytest.raises(ValueError, match="--epochs 0: expected at least 1"):
+        with_epochs(short, 0)

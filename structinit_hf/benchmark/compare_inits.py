@@ -35,7 +35,7 @@ from ..train.errors import UsageError
 from ..train.loop import train
 from ..train.run_folder import LOCK_FILE, acquire_run_lock, result_flags
 from .arms import ALL_ARMS, arm_label, select_arms
-from .profiles import PROFILES, BenchmarkDataset, Profile
+from .profiles import PROFILES, BenchmarkDataset, Profile, proxy_lr
 from .report import aggregate_runs, numerics_line, write_outputs
 from .runs import RUN_LOG, RUN_RESULTS, train_argv
 from .stats import mean_std_text, paired_comparison
@@ -51,7 +51,7 @@ DEFAULT_ARMS = ("default", "mimetic", "impulse3")
 THREADS = 2  # torch threads by default, whatever the machine: the README's table was measured on 2 cores
 
 
-RECIPE_FLAGS = ("epochs", "max_train_samples", "batch_size", "aa", "mixup", "cutmix")  # what compare lets a user set
+RECIPE_FLAGS = ("epochs", "max_train_samples", "batch_size", "lr", "aa", "mixup", "cutmix")  # what a user may set
 
 
 def compare_parser() -> argparse.ArgumentParser:
@@ -76,6 +76,13 @@ def compare_parser() -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=int, default=recipe["epochs"])
     parser.add_argument("--max-train-samples", type=int, default=recipe["max_train_samples"])
     parser.add_argument("--batch-size", type=int, default=recipe["batch_size"])
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="peak learning rate (default: the proxy's for the head dimension, embed_dim / num_heads: 1e-3 below 64, "
+        "3e-4 from 64, where at 1e-3 mimetic and shift barely train in 10 epochs; docs/method.md)",
+    )
     parser.add_argument("--aa", default=recipe["aa"], help="timm auto-augment policy, e.g. rand-m9-mstd0.5")
     parser.add_argument("--mixup", type=float, default=0.0, help="mixup alpha (0 disables)")
     parser.add_argument("--cutmix", type=float, default=0.0, help="cutmix alpha (0 disables)")
@@ -108,6 +115,8 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--seeds {bad[0]}: out of range; allowed: integers >= 0")
     if args.threads < 1:
         raise UsageError(f"--threads {args.threads}: out of range; allowed: an integer >= 1")
+    if args.lr is not None and not 0 < args.lr < 1:
+        raise UsageError(f"--lr {args.lr:g}: out of range; allowed: a number between 0 and 1")
     if args.output_dir is not None and args.output_dir.is_dir():
         foreign = sorted(path.name for path in args.output_dir.iterdir() if not _comparison_entry(path))
         if foreign:
@@ -146,6 +155,7 @@ def _profile(args: argparse.Namespace) -> Profile:
     """The proxy profile with this command's data, architecture and recipe. A dataset with its own test (or
     validation) split is scored on it after every epoch, the paper's setting, so the curves are measured on all its
     images; one with a training split only (an image folder) holds out 10% of it instead."""
+    _resolve_lr(args)
     local = Path(args.dataset).expanduser().exists()
     recipe = {**PROFILE.recipe, **{flag: getattr(args, flag) for flag in RECIPE_FLAGS}}
     with _quiet_datasets():  # its "Generating train split: N examples" counts rows, not what trains: _data_line does
@@ -232,6 +242,13 @@ def render_table(record: dict[str, Any]) -> str:
             )
         lines.append(f"| {arm_label(arm)} | {mean_std_text(values)} | {per_seed} | {difference} | {verdict} |")
     return "\n".join(lines) + "\n"
+
+
+def _resolve_lr(args: argparse.Namespace) -> None:
+    """``--lr`` left out: the proxy recipe's rate for the head dimension the arms are built with."""
+    if args.lr is None:
+        architecture = {**PROFILE.architecture, **args.model_kwargs}
+        args.lr = proxy_lr(int(architecture["embed_dim"]) // int(architecture["num_heads"]))
 
 
 def compare_inits(args: argparse.Namespace) -> dict[str, Any]:

@@ -31,6 +31,7 @@ __all__ = [
     "training_parser",
 ]
 
+
 class KeyValueAction(argparse.Action):
     """``--model-kwargs depth=3 pseudo_input=learned`` as a dict: values read as Python literals, else strings.
 

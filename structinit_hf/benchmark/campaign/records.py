@@ -31,7 +31,7 @@ from .sources import (
     SIZE_TABLE_ARMS,
     WIDTH_ARMS,
     WIDTH_REFERENCES,
-    WIDTH_SOURCES,
+    WIDTH_SETTINGS,
 )
 
 __all__ = ["build_augmentation", "build_campaign", "build_width", "merge_scores"]
@@ -222,27 +222,43 @@ def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
     }
 
 
+def _device(record: Mapping[str, Any]) -> str:
+    """Where a record's runs trained: the GPU's name, or ``CPU``."""
+    return (record.get("numerics") or {}).get("gpu") or "CPU"
+
+
 def build_width(root: Path | str = ".") -> dict[str, Any]:
-    """Per ``"<images>/<width>"``: the setting's summaries and verdicts, its sources and wall time per run."""
+    """Per width setting (:data:`WIDTH_SETTINGS`): its summaries and verdicts, its sources, where each seed ran and
+    the wall time per run. A record trained in another setting than the one it is listed under is refused."""
     root = Path(root)
     out: dict[str, Any] = {}
-    for (size, width, lr), paths in WIDTH_SOURCES.items():
-        records, found = _load(root, paths)
+    for key, setting in WIDTH_SETTINGS.items():
+        records, found = _load(root, setting.sources)
         for record, path in zip(records, found, strict=True):
-            recorded = (record["architecture"].get("embed_dim"), record["train_options"]["lr"])
-            if recorded != (width, lr):
-                raise ValueError(f"{path}: width {recorded[0]} at lr {recorded[1]:g}, listed as {width} at {lr:g}")
+            options = record["train_options"]
+            recorded = (record["architecture"].get("embed_dim"), options["lr"], options.get("warmup_epochs", 1.0))
+            listed = (setting.width, setting.lr, setting.warmup_epochs)
+            if recorded != listed:
+                raise ValueError(
+                    f"{path}: width {recorded[0]} at lr {recorded[1]:g} with {recorded[2]:g} warm-up epoch(s), listed "
+                    f"as {listed[0]} at {listed[1]:g} with {listed[2]:g}"
+                )
         wall: dict[str, dict[int, float]] = {}
+        devices: dict[str, set[int]] = {}
         for record in records:
             for name, arm in record["arms"].items():
                 for seed, seconds in zip(arm["seeds"], arm["wall_time_s"], strict=True):
                     wall.setdefault(name, {})[seed] = seconds
-        out[f"{size}/{width}/{lr:g}"] = {
-            "images": size,
-            "width": width,
-            "lr": lr,
-            "head_dim": width // HEADS,
+                devices.setdefault(_device(record), set()).update(arm["seeds"])
+        out[key] = {
+            "images": setting.images,
+            "width": setting.width,
+            "lr": setting.lr,
+            "warmup_epochs": setting.warmup_epochs,
+            "head_dim": setting.width // HEADS,
+            "note": setting.note,
             "sources": found,
+            "devices": {device: sorted(seeds) for device, seeds in sorted(devices.items())},
             "wall_time_s": {name: statistics.fmean(per_seed.values()) for name, per_seed in wall.items()},
             **_setting(merge_scores(records), WIDTH_ARMS, WIDTH_REFERENCES),
         }

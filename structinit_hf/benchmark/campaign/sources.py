@@ -3,10 +3,13 @@ root) and the arms each table shows."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 __all__ = [
     "ALIASES",
     "AUGMENT_SIZE",
     "BENCH",
+    "GPU_RECORDS",
     "HEADS",
     "LENGTH_SIZE",
     "LENGTH_SOURCES",
@@ -21,7 +24,8 @@ __all__ = [
     "SIZE_TABLE_ARMS",
     "WIDTH_ARMS",
     "WIDTH_REFERENCES",
-    "WIDTH_SOURCES",
+    "WIDTH_SETTINGS",
+    "WidthSetting",
 ]
 
 BENCH = "benchmarks/small_data"
@@ -90,15 +94,72 @@ REFERENCES = ("default", "mimetic")
 
 
 # The width axis: the cpu-proxy at width 48, 96 and 192 in HEADS heads (head dimension 16, 32, 64, the last the
-# paper's ViT-Tiny head). (training images, width, peak lr) -> the records of that setting: every results.json under
-# the profile's folder (the width campaign writes one per seed and setting, presets-seed<k>/ for the authors' v1 and
-# v2); a run in two records must carry the same figure.
-WIDTH_SOURCES: dict[tuple[int, int, float], tuple[str, ...]] = {
-    (2_500, 48, 1e-3): (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",),
-    (2_500, 96, 1e-3): (f"{BENCH}/cpu-proxy-n2500-w96-cifar10/**/results.json",),
-    (2_500, 192, 1e-3): (f"{BENCH}/cpu-proxy-n2500-w192-cifar10/**/results.json",),
-    (2_500, 192, 3e-4): (f"{BENCH}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",),
-    (5_000, 192, 1e-3): (f"{BENCH}/cpu-proxy-n5000-w192-cifar10/**/results.json",),
+# paper's ViT-Tiny head), at the learning rate and warm-up each setting names. Records are every results.json under
+# the setting's folders (one per seed and arm, or per batch of runs); a run in two records must carry the same figure.
+# The runs of a lent GPU (fp32, eager, like the CPU's) sit under GPU_RECORDS; each table says where each seed ran.
+GPU_RECORDS = "benchmarks/width/gpu"
+
+
+@dataclass(frozen=True)
+class WidthSetting:
+    """One row group of the width section: the setting its records must have been trained in, and where they are."""
+
+    images: int
+    width: int
+    lr: float
+    sources: tuple[str, ...]
+    warmup_epochs: float = 1.0
+    note: str = ""  # what the setting is for, printed under its title
+
+
+WIDTH_SETTINGS: dict[str, WidthSetting] = {
+    "2500/48/0.001": WidthSetting(2_500, 48, 1e-3, (f"{BENCH}/cpu-proxy-n2500-cifar10/results.json",)),
+    "2500/96/0.001": WidthSetting(
+        2_500,
+        96,
+        1e-3,
+        (
+            f"{BENCH}/cpu-proxy-n2500-w96-cifar10/**/results.json",
+            f"{GPU_RECORDS}/cpu-proxy-n2500-w96-cifar10/**/results.json",
+        ),
+    ),
+    "2500/192/0.001": WidthSetting(
+        2_500,
+        192,
+        1e-3,
+        (f"{BENCH}/cpu-proxy-n2500-w192-cifar10/**/results.json",),
+        note="The shared rate: mimetic and `shift` reach it after about 10 warm-up steps and sit near chance loss for "
+        "epochs.",
+    ),
+    "2500/192/0.001/gpu": WidthSetting(
+        2_500,
+        192,
+        1e-3,
+        (f"{GPU_RECORDS}/cpu-proxy-n2500-w192-cifar10/**/results.json",),
+        note="The same runs trained again on a lent GPU (fp32, eager): how far identical runs land apart on two "
+        "devices.",
+    ),
+    "2500/192/0.0003": WidthSetting(
+        2_500,
+        192,
+        3e-4,
+        (
+            f"{BENCH}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",
+            f"{GPU_RECORDS}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",
+        ),
+        note="The proxy recipe's rate from head dimension 64 (`profiles.proxy_lr`): every init trains.",
+    ),
+    "2500/192/0.001/warmup5": WidthSetting(
+        2_500,
+        192,
+        1e-3,
+        (f"{BENCH}/cpu-proxy-n2500-w192-warmup5-cifar10/**/results.json",),
+        warmup_epochs=5.0,
+        note="The shared rate reached after about 50 warm-up steps instead of 10.",
+    ),
+    "5000/192/0.0003": WidthSetting(
+        5_000, 192, 3e-4, (f"{BENCH}/cpu-proxy-n5000-w192-lr3e-4-cifar10/**/results.json",)
+    ),
 }
 
 WIDTH_ARMS = ("default", "mimetic", "impulse3", "v1", "v2")

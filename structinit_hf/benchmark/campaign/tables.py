@@ -81,9 +81,12 @@ def _best_line(setting: Mapping[str, Any]) -> str:
     if best is None:
         return "Best: no verdict (fewer than two seeds)."
     tied = ", ".join(arm_label(n) for n in best["tied"]) or "none"
-    against = "; ".join(
-        f"{arm_label(n)} {c['mean']:+.2f} ({_signed(c['per_seed'])}): {_verdict(c)}" for n, c in best["vs"].items()
-    ) or "no other init has two seeds yet"
+    against = (
+        "; ".join(
+            f"{arm_label(n)} {c['mean']:+.2f} ({_signed(c['per_seed'])}): {_verdict(c)}" for n, c in best["vs"].items()
+        )
+        or "no other init has two seeds yet"
+    )
     return (
         f"Highest mean: {arm_label(best['arm'])}; tied with it within seed spread: {tied}. "
         f"Each init minus it, paired on the seed: {against}."
@@ -237,21 +240,33 @@ def width_markdown(width: Mapping[str, Any]) -> list[str]:
     out = [
         "## Width: head dimension 16, 32 and 64 (10 epochs, crop + flip, 3 heads)",
         "",
-        "The cpu-proxy profiles with only the width changed (`cpu-proxy-n2500-w96`, `-n2500-w192`, `-n5000-w192`); "
-        "the paper's ViT-Tiny head is 64 wide. Still 16 px and 10 epochs, not the paper's 32 px and 200 epochs.",
+        "The cpu-proxy profiles with only the width changed (`cpu-proxy-n2500-w96`, `-n2500-w192`, ...), then at "
+        "width 192 the learning rate or the warm-up; the paper's ViT-Tiny head is 64 wide. Still 16 px and 10 "
+        "epochs, not the paper's 32 px and 200 epochs. Runs on a lent GPU are the CPU's runs on another device "
+        "(fp32, eager); each setting says where each seed ran.",
         "",
     ]
     for setting in width.values():
+        warmup = f", {setting['warmup_epochs']:g} warm-up epochs" if setting["warmup_epochs"] != 1 else ""
         title = (
             f"### {setting['images']:,} training images, width {setting['width']} (head dim {setting['head_dim']}), "
-            f"lr {setting['lr']:g}"
+            f"lr {setting['lr']:g}{warmup}"
         )
         out += [title, ""]
+        if setting["note"]:
+            out += [setting["note"], ""]
         if not setting["arms"]:
             out += ["Not run yet.", ""]
             continue
         out += [*_setting_table(setting, WIDTH_ARMS, WIDTH_REFERENCES), "", _best_line(setting), ""]
+        where = "; ".join(
+            f"{device} ({', '.join(f's{seed}' for seed in seeds)})" for device, seeds in setting["devices"].items()
+        )
         times = ", ".join(f"{arm_label(n)} {s / 60:.0f} min" for n, s in setting["wall_time_s"].items())
-        out += [f"Wall time per run (mean over its seeds, two single-thread runs at a time): {times}.", ""]
+        out += [
+            f"Trained on: {where}. Wall time per run (mean over its seeds; on the CPU two single-thread runs at a "
+            f"time, on a GPU five runs sharing it): {times}.",
+            "",
+        ]
         out += [f"Sources: {', '.join(f'`{p}`' for p in setting['sources'])}", ""]
     return out
