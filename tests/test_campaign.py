@@ -322,3 +322,23 @@ def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, mo
     (tmp_path / "presets.json").write_text(json.dumps({**presets, "train_options": {"lr": 3e-4}}))
     with pytest.raises(ValueError, match="width 192 at lr 0.0003 with 1 warm-up epoch.*listed as 192 at 0.001"):
         build_width(tmp_path)
+
+
+def test_each_init_is_judged_at_its_better_learning_rate_too(monkeypatch):
+    from structinit_hf.benchmark.campaign.records import _setting, build_best_rate
+    from structinit_hf.benchmark.campaign.tables import best_rate_markdown
+
+    def setting(lr: float, scores: dict[str, dict[int, float]]) -> dict:
+        return {"lr": lr, **_setting(scores, sources.WIDTH_ARMS, sources.WIDTH_REFERENCES)}
+
+    width = {  # timm's default best at the high rate, `shift` at the low one, where timm's default is lower
+        "fast": setting(1e-3, {"default": {0: 30.0, 1: 29.0, 2: 31.0}, "impulse3": {0: 26.0, 1: 27.0, 2: 26.5}}),
+        "slow": setting(3e-4, {"default": {0: 28.0, 1: 28.5, 2: 29.0}, "impulse3": {0: 35.0, 1: 34.0, 2: 34.5}}),
+    }
+    monkeypatch.setattr(records, "RATE_GRID", ("fast", "slow"))
+    best = build_best_rate(width)
+    assert best["rates"] == {"default": 1e-3, "impulse3": 3e-4} and best["grid"] == [1e-3, 3e-4]
+    versus = best["vs"]["default"]["impulse3"]
+    assert versus["per_seed"] == {0: 5.0, 1: 5.0, 2: 3.5} and versus["verdict"] == "ahead"
+    text = "\n".join(best_rate_markdown(best))
+    assert "peak learning rates 0.001 and 0.0003" in text and "timm's default (trunc normal) 0.001" in text

@@ -21,6 +21,7 @@ from .sources import (
     LENGTH_SIZE,
     LENGTH_SOURCES,
     MAIN_ARMS,
+    RATE_GRID,
     RECIPE_KEYS,
     REFERENCES,
     REGIME_REFERENCE,
@@ -34,7 +35,7 @@ from .sources import (
     WIDTH_SETTINGS,
 )
 
-__all__ = ["build_augmentation", "build_campaign", "build_width", "merge_scores"]
+__all__ = ["build_augmentation", "build_best_rate", "build_campaign", "build_width", "merge_scores"]
 
 
 def merge_scores(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, float]]:
@@ -127,7 +128,8 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
         "length_size": LENGTH_SIZE,
         "lengths": lengths,
         "augmentation": build_augmentation(root),
-        "width": build_width(root),
+        "width": (width := build_width(root)),
+        "width_best_rate": build_best_rate(width),
     }
 
 
@@ -263,3 +265,22 @@ def build_width(root: Path | str = ".") -> dict[str, Any]:
             **_setting(merge_scores(records), WIDTH_ARMS, WIDTH_REFERENCES),
         }
     return out
+
+
+def build_best_rate(width: Mapping[str, Any]) -> dict[str, Any]:
+    """Each init at its better learning rate of :data:`RATE_GRID` (the higher mean over seeds), judged as a setting:
+    against timm's default and `shift`, each at its own better rate, paired on the seed."""
+    grid = {key: width[key] for key in RATE_GRID}
+    scores: dict[str, dict[int, float]] = {}
+    rates: dict[str, float] = {}
+    for name in WIDTH_ARMS:
+        measured = [setting for setting in grid.values() if name in setting["arms"]]
+        if measured:
+            better = max(measured, key=lambda setting: setting["arms"][name]["mean"])
+            scores[name], rates[name] = dict(better["arms"][name]["per_seed"]), better["lr"]
+    return {
+        "settings": list(grid),
+        "grid": [setting["lr"] for setting in grid.values()],
+        "rates": rates,
+        **_setting(scores, WIDTH_ARMS, WIDTH_REFERENCES),
+    }

@@ -14,6 +14,7 @@ __all__ = [
     "LENGTH_SIZE",
     "LENGTH_SOURCES",
     "MAIN_ARMS",
+    "RATE_GRID",
     "RECIPE_KEYS",
     "REFERENCES",
     "REGIMES",
@@ -161,6 +162,8 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
         5_000, 192, 3e-4, (f"{BENCH}/cpu-proxy-n5000-w192-lr3e-4-cifar10/**/results.json",)
     ),
 }
+
+RATE_GRID = ("2500/192/0.001", "2500/192/0.0003")  # width 192's learning-rate grid: each init also at its better rate
 
 WIDTH_ARMS = ("default", "mimetic", "impulse3", "v1", "v2")
 

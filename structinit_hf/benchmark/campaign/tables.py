@@ -9,7 +9,7 @@ from ..arms import arm_label
 from ..stats import CLAIM_SEEDS
 from .sources import MAIN_ARMS, REFERENCES, SIZE_ARMS, SIZE_TABLE_ARMS, WIDTH_ARMS, WIDTH_REFERENCES
 
-__all__ = ["render_campaign_markdown", "width_markdown"]
+__all__ = ["best_rate_markdown", "render_campaign_markdown", "width_markdown"]
 
 REFERENCE_NAMES = {"default": "default", "mimetic": "mimetic", "impulse3": "`shift`"}  # the tables' column heads
 
@@ -123,6 +123,8 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
         out += _augmentation_markdown(record["augmentation"])
     if "width" in record:
         out += width_markdown(record["width"])
+    if "width_best_rate" in record:
+        out += best_rate_markdown(record["width_best_rate"])
     out += [
         "Paired differences are init minus reference on the same seed; `±` is the sample standard deviation over "
         "seeds; `range` is max - min over seeds (how far runs of identical settings landed apart). "
@@ -270,3 +272,19 @@ def width_markdown(width: Mapping[str, Any]) -> list[str]:
         ]
         out += [f"Sources: {', '.join(f'`{p}`' for p in setting['sources'])}", ""]
     return out
+
+
+def best_rate_markdown(best_rate: Mapping[str, Any]) -> list[str]:
+    """Width 192 with each init at its better learning rate: the section after the width settings."""
+    rates = ", ".join(f"{arm_label(name)} {lr:g}" for name, lr in best_rate["rates"].items())
+    grid = " and ".join(f"{lr:g}" for lr in best_rate["grid"])
+    out = [
+        "### Width 192 (head dim 64), 2,500 images: each init at its better learning rate",
+        "",
+        f"Per init, the better (higher mean) of peak learning rates {grid} from the settings above: {rates}. "
+        "Paired on the seed with timm's default and `shift`, each at its own better rate.",
+        "",
+    ]
+    if not best_rate["arms"]:
+        return [*out, "Not run yet.", ""]
+    return [*out, *_setting_table(best_rate, WIDTH_ARMS, WIDTH_REFERENCES), "", _best_line(best_rate), ""]
