@@ -80,13 +80,13 @@ add() { local profile=$1 arm seed; shift; for seed in 0 1 2; do for arm in "$@";
 if [ "$SMOKE" = 1 ]; then
     echo "cpu-proxy-n2500-w96 0 default" > $queue; echo "cpu-proxy-n2500-w96 0 v2" >> $queue
 else
-    add cpu-proxy-n2500-w192-lr3e-4 default mimetic impulse3 v1  # the learning-rate grid, at 3e-4 ...
-    add cpu-proxy-n2500-w192 default mimetic impulse3 v1 v2      # ... and at 1e-3 on this device (the CPU has it too)
-    add cpu-proxy-n2500-w96 default mimetic impulse3 v1 v2       # the width axis: head dim 32 ...
-    add cpu-proxy-n5000-w192 default mimetic impulse3            # 5,000 images at width 192
-    add cpu-proxy-n2500-w192-warmup5 default mimetic impulse3 v1 # the warm-up length
-    for arm in default mimetic impulse3 v1; do echo "cpu-proxy-n2500-long-w192 0 $arm" >> $queue; done  # 50 epochs
-    add cpu-proxy-n2500 default mimetic impulse3 v1 v2           # ... and head dim 16, on this device
+    add cpu-proxy-n5000-w192-lr3e-4 default mimetic impulse3          # 5,000 images at width 192, at its rate
+    for arm in default mimetic impulse3 v1; do echo "cpu-proxy-n2500-long-w192-lr3e-4 0 $arm" >> $queue; done  # 50 ep.
+    add cpu-proxy-n2500-w192-lr3e-4 default mimetic impulse3 v1 v2      # the learning-rate grid, at 3e-4 ...
+    add cpu-proxy-n2500-w192 default mimetic impulse3 v1 v2             # ... and at 1e-3 on this device
+    add cpu-proxy-n2500-w192-warmup5 impulse3 mimetic default v1        # the warm-up length
+    add cpu-proxy-n2500-w96 default mimetic impulse3 v1 v2              # the width axis: head dim 32 ...
+    add cpu-proxy-n2500 default mimetic impulse3 v1 v2                  # ... and head dim 16, on this device
 fi
 log "queue: $(wc -l < $queue) runs"
 next_job() { flock 9; head -n 1 $queue; sed -i 1d $queue; } 9> $queue.lock
@@ -95,6 +95,8 @@ lane() {  # lane <first core>: runs from the queue until it is empty or too litt
     while [ "$(left)" -gt 45 ]; do
         read -r profile seed arm <<< "$(next_job)"
         [ -n "${profile:-}" ] || break
+        record="$profile-cifar10/seed$seed-$arm/results.json"  # committed already (here or from the CPU): skip it
+        [ -f "benchmarks/width/gpu/$record" ] || [ -f "benchmarks/small_data/$record" ] && continue
         log "lane $first: $profile seed $seed $arm"
         pin "$first" 2 "${bench[@]}" --profile "$profile" --seeds "$seed" --arms "$arm" --jobs 1 \
             --runs-dir "runs/gpu/$profile/seed$seed" --out-dir "benchmarks/width/gpu/$profile-cifar10/seed$seed-$arm" \
@@ -117,7 +119,7 @@ while [ "$(left)" -gt 25 ]; do
     sleep 5
 done
 log "packing; queue left: $(wc -l < $queue) run(s)"
-pkill -f benchmark_small_data; pkill -f "structinit_hf.train"; sleep 2
+pkill -f -- "runs/gpu/"; sleep 2  # this campaign's runs only: their arguments name runs/gpu/
 find runs/gpu -name metrics.jsonl -o -name train.log -o -name benchmark_run.json -o -name run_timing.json \
     | tar czf "$OUT/gpu_records.tgz" benchmarks/width/gpu -T - 2>> "$OUT/campaign.log"
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>/dev/null | tee -a "$OUT/campaign.log"

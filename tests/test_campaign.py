@@ -342,3 +342,16 @@ def test_each_init_is_judged_at_its_better_learning_rate_too(monkeypatch):
     assert versus["per_seed"] == {0: 5.0, 1: 5.0, 2: 3.5} and versus["verdict"] == "ahead"
     text = "\n".join(best_rate_markdown(best))
     assert "peak learning rates 0.001 and 0.0003" in text and "timm's default (trunc normal) 0.001" in text
+
+
+def test_the_readme_width_table_quotes_the_committed_report():
+    """Every paired figure of the README's width table is one the campaign report printed: no figure drifts from
+    the committed records."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    table = readme[readme.index("| 2,500 images, 10 epochs, 3 seeds |") :].split("\n\n")[0]
+    figures = re.findall(r"[+-]\d+\.\d\d ± \d+\.\d\d", table)
+    assert len(figures) == 11, table
+    report = (REPO / "benchmarks/small_data/campaign/results.md").read_text()
+    assert [figure for figure in figures if figure not in report] == []

@@ -1,41 +1,38 @@
 #!/usr/bin/env bash
-# The campaign's width axis (head dimension 16 -> 32 -> 64): cpu-proxy at 2,500 images, widths 96 and 192 (and 192 at
-# lr 3e-4, the learning-rate grid), and at 5,000 images, width 192; crop + flip, 10 epochs, 3 heads.
+# The campaign's width axis on the 2-core CPU (head dimension 16 -> 32 -> 64): the cpu-proxy at 2,500 images, widths 96
+# and 192, width 192's learning rate (1e-3 and the width's 3e-4) and warm-up (1 and 5 epochs), and 5,000 images and 50
+# epochs at width 192; crop + flip, 3 heads. scripts/gpu_width_campaign.sh runs the same queue on a lent GPU.
 #
 # Two lanes side by side, each one single-thread run at a time under nice, so both cores stay busy. Every run writes
-# its own record, <profile>-cifar10/seed<k>-<arm>/results.json, so a session that ends mid-way keeps every finished
-# run; the campaign report merges a setting's records seed by seed (seed 0 of the five inits at width 192 is one
-# 5-arm record, <profile>-cifar10/presets/, from before the lanes). Rerun to resume: finished runs are reused, an
-# interrupted one resumes from its last epoch checkpoint.
+# its own record, <profile>-cifar10/seed<k>-<arm>/results.json; a run whose record is committed (here, or under
+# benchmarks/width/gpu/ from a GPU) is skipped, an interrupted one resumes from its last epoch checkpoint. Rerun to
+# resume. The campaign report merges a setting's records seed by seed.
 #   bash benchmarks/width/run_campaign.sh ../shared/data
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=${1:-../shared/data}
-runs() {  # profile, seed, arms...: one run (and one record) per arm
-  local profile=$1 seed=$2 arm; shift 2
-  for arm in "$@"; do
+queue=runs/width_queue
+mkdir -p runs && : > $queue
+add() { local profile=$1 arm seed; shift; for seed in 0 1 2; do for arm in "$@"; do echo "$profile $seed $arm" >> $queue; done; done; }
+add cpu-proxy-n2500-w192-warmup5 impulse3 mimetic default   # the warm-up length at the shared rate
+add cpu-proxy-n2500-w96 default mimetic impulse3 v1 v2      # head dim 32
+add cpu-proxy-n2500-w192-lr3e-4 v2
+add cpu-proxy-n2500-w192-warmup5 v1
+add cpu-proxy-n5000-w192-lr3e-4 default mimetic impulse3    # 5,000 images at width 192, at its rate
+for arm in default mimetic impulse3 v1; do echo "cpu-proxy-n2500-long-w192-lr3e-4 0 $arm" >> $queue; done  # 50 epochs
+next_job() { flock 9; head -n 1 $queue; sed -i 1d $queue; } 9> $queue.lock
+lane() {
+  local profile seed arm record
+  while read -r profile seed arm <<< "$(next_job)" && [ -n "${profile:-}" ]; do
+    record="$profile-cifar10/seed$seed-$arm/results.json"
+    [ -f "benchmarks/small_data/$record" ] || [ -f "benchmarks/width/gpu/$record" ] && continue
+    echo "$(date +%T) lane $1: $profile seed $seed $arm"
     nice -n 19 python scripts/benchmark_small_data.py --profile "$profile" --data-root "$root" --jobs 1 \
       --runs-dir "runs/small_data-$profile-cifar10/seed$seed" \
-      --out-dir "benchmarks/small_data/$profile-cifar10/seed$seed-$arm" --seeds "$seed" --arms "$arm"
+      --out-dir "benchmarks/small_data/$profile-cifar10/seed$seed-$arm" --seeds "$seed" --arms "$arm" \
+      || echo "$(date +%T) lane $1: $profile seed $seed $arm failed"
   done
 }
-main3=(default mimetic impulse3)
-w192=cpu-proxy-n2500-w192
-lane_a() {
-  runs $w192 1 "${main3[@]}" v1 v2
-  runs $w192-lr3e-4 0 "${main3[@]}" v1
-  runs $w192-lr3e-4 2 "${main3[@]}" v1
-  runs cpu-proxy-n2500-w96 0 "${main3[@]}" v1 v2
-  runs cpu-proxy-n2500-w96 2 "${main3[@]}"
-  runs cpu-proxy-n5000-w192 0 "${main3[@]}"
-  runs cpu-proxy-n5000-w192 2 "${main3[@]}"
-}
-lane_b() {
-  runs $w192 2 "${main3[@]}" v1 v2
-  runs $w192-lr3e-4 1 "${main3[@]}" v1
-  runs cpu-proxy-n2500-w96 1 "${main3[@]}" v1 v2
-  runs cpu-proxy-n5000-w192 1 "${main3[@]}"
-}
-lane_a > runs/width_lane_a.log 2>&1 &
-lane_b > runs/width_lane_b.log 2>&1 &
+lane a > runs/width_lane_a.log 2>&1 &
+lane b > runs/width_lane_b.log 2>&1 &
 wait
