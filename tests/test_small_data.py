@@ -356,3 +356,12 @@ def test_epochs_override_keeps_the_table_inside_the_run():
     assert short.recipe["epochs"] == 2 and short.table_epochs == (1,)
     with pytest.raises(ValueError, match="--epochs 0: expected at least 1"):
         with_epochs(short, 0)
+
+
+@pytest.mark.parametrize("width", [48, 96, 192])  # head dimensions 16, 32 and 64: the widths the campaign measured
+def test_every_measured_width_gets_the_shift_construction_by_default(width):
+    """The default follows the width evidence (docs/method.md, "At the paper's width"): `shift` at every head
+    dimension measured, the rate following the head dimension instead. Catches a width-dependent default slipping in
+    without its evidence."""
+    model = timm.create_model("vit_tiny_impulse3", img_size=8, patch_size=2, depth=1, embed_dim=width, num_heads=3)
+    assert model.structinit_settings["solver"] == "shift" and model.structinit_settings["kernel_size"] == 3
