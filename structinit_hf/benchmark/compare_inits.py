@@ -340,7 +340,7 @@ def untrained_warning(run_dir: Path) -> str | None:
     return (
         f"warning: {run_dir.name}: training loss {losses[0]:.2f} -> {losses[-1]:.2f} over {len(losses)} epoch(s), "
         f"near chance (ln {classes} = {chance:.2f}): this arm barely trained, so the comparison is not a fair one; "
-        "more epochs or a lower lr (train --lr) may be what it needs"
+        "more epochs or a lower --lr may be what it needs"
     )
 
 

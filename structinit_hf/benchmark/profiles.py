@@ -237,6 +237,7 @@ for _profile in (
 ):
     PROFILES[_profile.name] = _profile
 
+
 PROFILES["cpu-proxy-n2500-w192-warmup5"] = replace(
     PROFILES["cpu-proxy-n2500-w192"],
     name="cpu-proxy-n2500-w192-warmup5",
