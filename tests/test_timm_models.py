@@ -165,6 +165,8 @@ def test_a_local_file_with_the_cfg_class_count_loads_its_head_exactly(name, tmp_
             dict(embed_dim=100, num_heads=3),
             "hidden_size 100 is not divisible by num_heads / num_attention_heads 3",
         ),
+        (dict(num_heads=0), "num_heads / num_attention_heads must be a positive int, got 0"),  # not a ZeroDivision
+        (dict(embed_dim=-48), "embed_dim / hidden_size must be a positive int, got -48"),
         (dict(kernel_size=2), "kernel_size must be an odd int"),
         (dict(img_size=8, patch_size=4, kernel_size=3), "kernel_size 3 does not fit the 2x2 patch grid"),
         (dict(pseudo_input="fourier"), "unknown pseudo_input 'fourier'"),

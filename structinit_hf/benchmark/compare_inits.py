@@ -248,7 +248,11 @@ def _resolve_lr(args: argparse.Namespace) -> None:
     """``--lr`` left out: the proxy recipe's rate for the head dimension the arms are built with."""
     if args.lr is None:
         architecture = {**PROFILE.architecture, **args.model_kwargs}
-        args.lr = proxy_lr(int(architecture["embed_dim"]) // int(architecture["num_heads"]))
+        try:
+            head_dim = int(architecture["embed_dim"]) // int(architecture["num_heads"])
+        except (TypeError, ValueError, ZeroDivisionError):  # the model's own check names the bad value
+            head_dim = 0
+        args.lr = proxy_lr(head_dim)
 
 
 def compare_inits(args: argparse.Namespace) -> dict[str, Any]:

@@ -4,6 +4,7 @@ the keywords kept out of an export's ``model_args``)."""
 
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Any
 
 from huggingface_hub import is_offline_mode, try_to_load_from_cache
@@ -100,6 +101,9 @@ def check_geometry(
     ``num_attention_heads``.
     """
     image, patch = to_pair(image_size, "img_size / image_size"), to_pair(patch_size, "patch_size")
+    for name, value in (("embed_dim / hidden_size", width), ("num_heads / num_attention_heads", num_heads)):
+        if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
     if any(i % p for i, p in zip(image, patch, strict=True)):
         raise ValueError(f"img_size / image_size {image} is not divisible by patch_size {patch}")
     if width % num_heads:
