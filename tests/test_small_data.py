@@ -345,8 +345,8 @@ def test_the_proxy_trains_in_fp32_eager_on_any_device_and_the_rate_follows_the_h
     argv = train_argv(PROFILES["cpu-proxy-n2500-w96"], ARMS["impulse3"], 0, dataset, Path("run"))
     assert argv[argv.index("--mixed-precision") + 1] == "no" and "--no-compile" in argv
     assert proxy_lr(16) == proxy_lr(32) == 1e-3 and proxy_lr(64) == 3e-4
-    assert "lr" not in PROFILES["cpu-proxy-n2500-w96"].recipe  # head dim 32: the proxy's own 1e-3
-    assert PROFILES["cpu-proxy-n2500-w192"].recipe.get("lr", 1e-3) == 1e-3  # kept: the record of the stall
+    assert PROFILES["cpu-proxy-n2500-w96"].recipe["lr"] == 1e-3  # head dim 32: the proxy's own rate
+    assert PROFILES["cpu-proxy-n2500-w192"].recipe["lr"] == 1e-3  # kept: the record of the stall
     for name in ("cpu-proxy-n2500-w192-lr3e-4", "cpu-proxy-n5000-w192-lr3e-4", "cpu-proxy-n2500-long-w192-lr3e-4"):
         assert PROFILES[name].recipe["lr"] == 3e-4 and PROFILES[name].architecture["embed_dim"] == 192
 

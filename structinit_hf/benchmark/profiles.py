@@ -79,6 +79,7 @@ PROFILES: dict[str, Profile] = {
             "max_train_samples": 25_000,
             "val_split": 0.02,
             "keep_checkpoints": 1,
+            "lr": 1e-3,  # below head dimension 64; see proxy_lr
             "mixed_precision": "no",  # fp32 and eager on any device, as on the CPU it was sized for
             "compile": False,
         },
@@ -207,7 +208,7 @@ def proxy_lr(head_dim: int) -> float:
     at head dimensions 16 and 32; :data:`WIDE_HEAD_LR` from it. At head dimension 64 and 1e-3, reached after about 10
     warm-up steps, mimetic and `shift` sit near chance loss for epochs, while at 3e-4 every init trains
     (docs/method.md, "At the paper's width")."""
-    return PROFILES["cpu-proxy"].recipe.get("lr", 1e-3) if head_dim < WIDE_HEAD_DIM else WIDE_HEAD_LR
+    return PROFILES["cpu-proxy"].recipe["lr"] if head_dim < WIDE_HEAD_DIM else WIDE_HEAD_LR
 
 
 def _wider(parent: str, width: int, lr: float | None = None) -> Profile:
@@ -215,7 +216,7 @@ def _wider(parent: str, width: int, lr: float | None = None) -> Profile:
     rate of that head dimension (:func:`proxy_lr`) unless ``lr`` is given."""
     base = PROFILES[parent]
     lr = proxy_lr(width // 3) if lr is None else lr
-    shared = lr == base.recipe.get("lr", 1e-3)
+    shared = lr == base.recipe["lr"]
     return replace(
         base,
         name=f"{parent}-w{width}" + ("" if shared else f"-lr{lr:.0e}".replace("e-0", "e-")),
