@@ -324,7 +324,7 @@ def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, mo
         build_width(tmp_path)
 
 
-def test_each_init_is_judged_at_its_better_learning_rate_too(monkeypatch):
+def test_each_init_is_judged_at_its_better_learning_rate_too():
     from structinit_hf.benchmark.campaign.records import _setting, build_best_rate
     from structinit_hf.benchmark.campaign.tables import best_rate_markdown
 
@@ -334,14 +334,26 @@ def test_each_init_is_judged_at_its_better_learning_rate_too(monkeypatch):
     width = {  # timm's default best at the high rate, `shift` at the low one, where timm's default is lower
         "fast": setting(1e-3, {"default": {0: 30.0, 1: 29.0, 2: 31.0}, "impulse3": {0: 26.0, 1: 27.0, 2: 26.5}}),
         "slow": setting(3e-4, {"default": {0: 28.0, 1: 28.5, 2: 29.0}, "impulse3": {0: 35.0, 1: 34.0, 2: 34.5}}),
+        "other width": setting(3e-4, {"default": {0: 40.0, 1: 40.0, 2: 40.0}}),
     }
-    monkeypatch.setattr(records, "RATE_GRID", ("fast", "slow"))
-    best = build_best_rate(width)
+    for key, size in (("fast", 192), ("slow", 192), ("other width", 96)):
+        width[key].update(images=2_500, width=size)
+    best = build_best_rate(width, ("fast", "slow"))
     assert best["rates"] == {"default": 1e-3, "impulse3": 3e-4} and best["grid"] == [1e-3, 3e-4]
     versus = best["vs"]["default"]["impulse3"]
     assert versus["per_seed"] == {0: 5.0, 1: 5.0, 2: 3.5} and versus["verdict"] == "ahead"
     text = "\n".join(best_rate_markdown(best))
+    assert text.startswith("### Width 192 (head dim 64), 2,500 images: each init at its better learning rate")
     assert "peak learning rates 0.001 and 0.0003" in text and "timm's default (trunc normal) 0.001" in text
+    with pytest.raises(ValueError, match="differ in more than the rate"):
+        build_best_rate(width, ("fast", "other width"))
+
+
+def test_every_rate_grid_varies_the_rate_alone():
+    for keys in sources.RATE_GRIDS.values():
+        settings = [sources.WIDTH_SETTINGS[key] for key in keys]
+        assert len({replace(setting, lr=0.0, sources=(), note="") for setting in settings}) == 1
+        assert len({setting.lr for setting in settings}) == len(settings) > 1
 
 
 def test_the_readme_width_table_quotes_the_committed_report():

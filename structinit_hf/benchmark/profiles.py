@@ -231,6 +231,7 @@ def _wider(parent: str, width: int, lr: float | None = None) -> Profile:
 
 for _profile in (
     _wider("cpu-proxy-n2500", 96),
+    _wider("cpu-proxy-n2500", 96, lr=WIDE_HEAD_LR),  # width 96 at width 192's rate: the learning-rate grid at 32
     _wider("cpu-proxy-n2500", 192, lr=1e-3),  # the shared rate at which mimetic and `shift` stall: kept as its record
     _wider("cpu-proxy-n2500", 192),
     _wider("cpu-proxy-n5000", 192),

@@ -21,7 +21,7 @@ from .sources import (
     LENGTH_SIZE,
     LENGTH_SOURCES,
     MAIN_ARMS,
-    RATE_GRID,
+    RATE_GRIDS,
     RECIPE_KEYS,
     REFERENCES,
     REGIME_REFERENCE,
@@ -129,7 +129,7 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
         "lengths": lengths,
         "augmentation": build_augmentation(root),
         "width": (width := build_width(root)),
-        "width_best_rate": build_best_rate(width),
+        "width_best_rate": [build_best_rate(width, grid) for grid in RATE_GRIDS.values()],
     }
 
 
@@ -267,10 +267,14 @@ def build_width(root: Path | str = ".") -> dict[str, Any]:
     return out
 
 
-def build_best_rate(width: Mapping[str, Any]) -> dict[str, Any]:
-    """Each init at its better learning rate of :data:`RATE_GRID` (the higher mean over seeds), judged as a setting:
-    against timm's default and `shift`, each at its own better rate, paired on the seed."""
-    grid = {key: width[key] for key in RATE_GRID}
+def build_best_rate(width: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """Each init at its better learning rate of the width settings ``keys`` (one of :data:`RATE_GRIDS`: the same
+    images and width, the rate differs; the higher mean over seeds wins), judged as a setting: against timm's default
+    and `shift`, each at its own better rate, paired on the seed."""
+    grid = {key: width[key] for key in keys}
+    (images, size), *others = {(setting["images"], setting["width"]) for setting in grid.values()}
+    if others:
+        raise ValueError(f"learning-rate grid {list(keys)}: its settings differ in more than the rate")
     scores: dict[str, dict[int, float]] = {}
     rates: dict[str, float] = {}
     for name in WIDTH_ARMS:
@@ -280,6 +284,9 @@ def build_best_rate(width: Mapping[str, Any]) -> dict[str, Any]:
             scores[name], rates[name] = dict(better["arms"][name]["per_seed"]), better["lr"]
     return {
         "settings": list(grid),
+        "images": images,
+        "width": size,
+        "head_dim": size // HEADS,
         "grid": [setting["lr"] for setting in grid.values()],
         "rates": rates,
         **_setting(scores, WIDTH_ARMS, WIDTH_REFERENCES),

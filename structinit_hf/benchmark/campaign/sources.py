@@ -14,7 +14,7 @@ __all__ = [
     "LENGTH_SIZE",
     "LENGTH_SOURCES",
     "MAIN_ARMS",
-    "RATE_GRID",
+    "RATE_GRIDS",
     "RECIPE_KEYS",
     "REFERENCES",
     "REGIMES",
@@ -124,6 +124,16 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
             f"{GPU_RECORDS}/cpu-proxy-n2500-w96-cifar10/**/results.json",
         ),
     ),
+    "2500/96/0.0003": WidthSetting(
+        2_500,
+        96,
+        3e-4,
+        (
+            f"{BENCH}/cpu-proxy-n2500-w96-lr3e-4-cifar10/**/results.json",
+            f"{GPU_RECORDS}/cpu-proxy-n2500-w96-lr3e-4-cifar10/**/results.json",
+        ),
+        note="Width 192's rate at head dimension 32: the learning-rate grid at width 96.",
+    ),
     "2500/192/0.001": WidthSetting(
         2_500,
         192,
@@ -163,7 +173,8 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
     ),
 }
 
-RATE_GRID = ("2500/192/0.001", "2500/192/0.0003")  # width 192's learning-rate grid: each init also at its better rate
+# Per width, the settings that differ only in the peak learning rate: each init is also judged at its better rate.
+RATE_GRIDS = {96: ("2500/96/0.001", "2500/96/0.0003"), 192: ("2500/192/0.001", "2500/192/0.0003")}
 
 WIDTH_ARMS = ("default", "mimetic", "impulse3", "v1", "v2")
 

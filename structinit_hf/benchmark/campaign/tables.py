@@ -123,8 +123,8 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
         out += _augmentation_markdown(record["augmentation"])
     if "width" in record:
         out += width_markdown(record["width"])
-    if "width_best_rate" in record:
-        out += best_rate_markdown(record["width_best_rate"])
+    for best_rate in record.get("width_best_rate", ()):
+        out += best_rate_markdown(best_rate)
     out += [
         "Paired differences are init minus reference on the same seed; `±` is the sample standard deviation over "
         "seeds; `range` is max - min over seeds (how far runs of identical settings landed apart). "
@@ -275,11 +275,12 @@ def width_markdown(width: Mapping[str, Any]) -> list[str]:
 
 
 def best_rate_markdown(best_rate: Mapping[str, Any]) -> list[str]:
-    """Width 192 with each init at its better learning rate: the section after the width settings."""
+    """One width with each init at its better learning rate: a section after the width settings."""
     rates = ", ".join(f"{arm_label(name)} {lr:g}" for name, lr in best_rate["rates"].items())
     grid = " and ".join(f"{lr:g}" for lr in best_rate["grid"])
     out = [
-        "### Width 192 (head dim 64), 2,500 images: each init at its better learning rate",
+        f"### Width {best_rate['width']} (head dim {best_rate['head_dim']}), {best_rate['images']:,} images: each "
+        "init at its better learning rate",
         "",
         f"Per init, the better (higher mean) of peak learning rates {grid} from the settings above: {rates}. "
         "Paired on the seed with timm's default and `shift`, each at its own better rate.",
