@@ -123,6 +123,7 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
             f"{BENCH}/cpu-proxy-n2500-w96-cifar10/**/results.json",
             f"{GPU_RECORDS}/cpu-proxy-n2500-w96-cifar10/**/results.json",
         ),
+        note="The shared rate: `shift` trains slowly and unsteadily.",
     ),
     "2500/96/0.0003": WidthSetting(
         2_500,
@@ -132,7 +133,7 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
             f"{BENCH}/cpu-proxy-n2500-w96-lr3e-4-cifar10/**/results.json",
             f"{GPU_RECORDS}/cpu-proxy-n2500-w96-lr3e-4-cifar10/**/results.json",
         ),
-        note="Width 192's rate at head dimension 32: the learning-rate grid at width 96.",
+        note="The proxy recipe's rate from head dimension 32 (`profiles.proxy_lr`).",
     ),
     "2500/192/0.001": WidthSetting(
         2_500,
@@ -158,7 +159,7 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
             f"{BENCH}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",
             f"{GPU_RECORDS}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",
         ),
-        note="The proxy recipe's rate from head dimension 64 (`profiles.proxy_lr`): every init trains.",
+        note="The proxy recipe's rate from head dimension 32 (`profiles.proxy_lr`): every init trains.",
     ),
     "2500/192/0.001/warmup5": WidthSetting(
         2_500,
