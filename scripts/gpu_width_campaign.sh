@@ -86,7 +86,7 @@ else
     add cpu-proxy-n2500-w192 default mimetic impulse3 v1 v2             # ... and at 1e-3 on this device
     add cpu-proxy-n2500-w192-warmup5 impulse3 mimetic default v1        # the warm-up length
     add cpu-proxy-n2500-w96 default mimetic impulse3 v1 v2              # the width axis: head dim 32 ...
-    add cpu-proxy-n2500-w96-lr3e-4 default mimetic impulse3 v1 v2       # ... and at head dim 64's rate
+    add cpu-proxy-n2500-w96-lr3e-4 default mimetic impulse3 v1 v2       # ... and at its rate (proxy_lr)
     add cpu-proxy-n2500 default mimetic impulse3 v1 v2                  # ... and head dim 16, on this device
 fi
 log "queue: $(wc -l < $queue) runs"
