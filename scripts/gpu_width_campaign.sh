@@ -81,6 +81,7 @@ if [ "$SMOKE" = 1 ]; then
     echo "cpu-proxy-n2500-w96 0 default" > $queue; echo "cpu-proxy-n2500-w96 0 v2" >> $queue
 else
     add cpu-proxy-n5000-w192-lr3e-4 default mimetic impulse3          # 5,000 images at width 192, at its rate
+    add cpu-proxy-n5000-w192 default                                  # ... and timm's default at its better rate
     for arm in default mimetic impulse3 v1; do echo "cpu-proxy-n2500-long-w192-lr3e-4 0 $arm" >> $queue; done  # 50 ep.
     add cpu-proxy-n2500-w192-lr3e-4 default mimetic impulse3 v1 v2      # the learning-rate grid, at 3e-4 ...
     add cpu-proxy-n2500-w192 default mimetic impulse3 v1 v2             # ... and at 1e-3 on this device

@@ -234,6 +234,7 @@ for _profile in (
     _wider("cpu-proxy-n2500", 96),
     _wider("cpu-proxy-n2500", 192, lr=1e-3),  # the shared rate at which mimetic and `shift` stall: kept as its record
     _wider("cpu-proxy-n2500", 192),
+    _wider("cpu-proxy-n5000", 192, lr=1e-3),  # timm's default's better rate at width 192: its side of the rate grid
     _wider("cpu-proxy-n5000", 192),
     _wider("cpu-proxy-n2500-long", 192),
 ):

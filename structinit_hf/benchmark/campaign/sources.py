@@ -169,13 +169,24 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
         warmup_epochs=5.0,
         note="The shared rate reached after about 50 warm-up steps instead of 10.",
     ),
+    "5000/192/0.001": WidthSetting(
+        5_000,
+        192,
+        1e-3,
+        (f"{BENCH}/cpu-proxy-n5000-w192-cifar10/**/results.json",),
+        note="timm's default at its better rate of width 192 at 2,500 images.",
+    ),
     "5000/192/0.0003": WidthSetting(
         5_000, 192, 3e-4, (f"{BENCH}/cpu-proxy-n5000-w192-lr3e-4-cifar10/**/results.json",)
     ),
 }
 
 # Per width, the settings that differ only in the peak learning rate: each init is also judged at its better rate.
-RATE_GRIDS = {96: ("2500/96/0.001", "2500/96/0.0003"), 192: ("2500/192/0.001", "2500/192/0.0003")}
+RATE_GRIDS = {
+    "2500/96": ("2500/96/0.001", "2500/96/0.0003"),
+    "2500/192": ("2500/192/0.001", "2500/192/0.0003"),
+    "5000/192": ("5000/192/0.001", "5000/192/0.0003"),
+}
 
 WIDTH_ARMS = ("default", "mimetic", "impulse3", "v1", "v2")
 
