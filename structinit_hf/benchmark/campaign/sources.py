@@ -101,6 +101,11 @@ REFERENCES = ("default", "mimetic")
 GPU_RECORDS = "benchmarks/width/gpu"
 
 
+def _on_either_device(profile: str) -> tuple[str, str]:
+    """The records of ``profile``'s width runs, wherever they trained: this CPU's, then a lent GPU's."""
+    return f"{BENCH}/{profile}-cifar10/**/results.json", f"{GPU_RECORDS}/{profile}-cifar10/**/results.json"
+
+
 @dataclass(frozen=True)
 class WidthSetting:
     """One row group of the width section: the setting its records must have been trained in, and where they are."""
@@ -119,20 +124,14 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
         2_500,
         96,
         1e-3,
-        (
-            f"{BENCH}/cpu-proxy-n2500-w96-cifar10/**/results.json",
-            f"{GPU_RECORDS}/cpu-proxy-n2500-w96-cifar10/**/results.json",
-        ),
+        _on_either_device("cpu-proxy-n2500-w96"),
         note="The shared rate: `shift` trains slowly and unsteadily.",
     ),
     "2500/96/0.0003": WidthSetting(
         2_500,
         96,
         3e-4,
-        (
-            f"{BENCH}/cpu-proxy-n2500-w96-lr3e-4-cifar10/**/results.json",
-            f"{GPU_RECORDS}/cpu-proxy-n2500-w96-lr3e-4-cifar10/**/results.json",
-        ),
+        _on_either_device("cpu-proxy-n2500-w96-lr3e-4"),
         note="The proxy recipe's rate from head dimension 32 (`profiles.proxy_lr`).",
     ),
     "2500/192/0.001": WidthSetting(
@@ -155,10 +154,7 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
         2_500,
         192,
         3e-4,
-        (
-            f"{BENCH}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",
-            f"{GPU_RECORDS}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",
-        ),
+        _on_either_device("cpu-proxy-n2500-w192-lr3e-4"),
         note="The proxy recipe's rate from head dimension 32 (`profiles.proxy_lr`): every init trains.",
     ),
     "2500/192/0.001/warmup5": WidthSetting(
