@@ -291,7 +291,7 @@ def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, mo
         for arm in built["arms"].values():
             arm["wall_time_s"] = [600.0] * len(arm["seeds"])
         numerics = {"gpu": gpu} if gpu else {"torch_threads": 1}
-        options = {"lr": 1e-3, "warmup_epochs": 1.0}
+        options = {"lr": 1e-3, "warmup_epochs": 1.0, "epochs": 10}
         return {**built, "architecture": {"embed_dim": width}, "train_options": options, "numerics": numerics}
 
     main = record(192, {"default": {0: 30.0, 1: 31.0, 2: 30.5}, "impulse3": {0: 22.0, 1: 21.0, 2: 23.0}})
@@ -309,7 +309,7 @@ def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, mo
     text = "\n".join(width_markdown({"2500/192/0.001": width}))
     assert "vs `shift`: paired diff" in text and "width 192 (head dim 64), lr 0.001\n" in text and "10 min" in text
     assert "Why this setting." in text and "Trained on: CPU (s0, s1, s2); NVIDIA H200 (s0, s1)." in text
-    warm = {**presets, "train_options": {"lr": 1e-3, "warmup_epochs": 5.0}}
+    warm = {**presets, "train_options": {"lr": 1e-3, "warmup_epochs": 5.0, "epochs": 10}}
     (tmp_path / "presets.json").write_text(json.dumps(warm))
     with pytest.raises(ValueError, match="width 192 at lr 0.001 with 5 warm-up epoch"):
         build_width(tmp_path)
@@ -319,9 +319,14 @@ def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, mo
     (tmp_path / "presets.json").write_text(json.dumps({**presets, "architecture": {"embed_dim": 96}}))
     with pytest.raises(ValueError, match="width 96 at lr 0.001 with 1 warm-up epoch"):
         build_width(tmp_path)
-    (tmp_path / "presets.json").write_text(json.dumps({**presets, "train_options": {"lr": 3e-4}}))
+    (tmp_path / "presets.json").write_text(json.dumps({**presets, "train_options": {"lr": 3e-4, "epochs": 10}}))
     with pytest.raises(ValueError, match="width 192 at lr 0.0003 with 1 warm-up epoch.*listed as 192 at 0.001"):
         build_width(tmp_path)
+    (tmp_path / "presets.json").write_text(json.dumps({**presets, "train_options": {"lr": 1e-3, "epochs": 50}}))
+    with pytest.raises(ValueError, match="warm-up epoch\\(s\\) of 50, listed as 192 at 0.001 with 1 of 10"):
+        build_width(tmp_path)
+    monkeypatch.setattr(records, "WIDTH_SETTINGS", {"long": replace(setting, sources=("presets.json",), epochs=50)})
+    assert "width 192 (head dim 64), lr 0.001, 50 epochs\n" in "\n".join(width_markdown(build_width(tmp_path)))
 
 
 def test_each_init_is_judged_at_its_better_learning_rate_too():
@@ -337,7 +342,7 @@ def test_each_init_is_judged_at_its_better_learning_rate_too():
         "other width": setting(3e-4, {"default": {0: 40.0, 1: 40.0, 2: 40.0}}),
     }
     for key, size in (("fast", 192), ("slow", 192), ("other width", 96)):
-        width[key].update(images=2_500, width=size)
+        width[key].update(images=2_500, width=size, head_dim=size // 3, warmup_epochs=1.0, epochs=10)
     best = build_best_rate(width, ("fast", "slow"))
     assert best["rates"] == {"default": 1e-3, "impulse3": 3e-4} and best["grid"] == [1e-3, 3e-4]
     versus = best["vs"]["default"]["impulse3"]
@@ -347,6 +352,37 @@ def test_each_init_is_judged_at_its_better_learning_rate_too():
     assert "peak learning rates 0.001 and 0.0003" in text and "timm's default (trunc normal) 0.001" in text
     with pytest.raises(ValueError, match="differ in more than the rate"):
         build_best_rate(width, ("fast", "other width"))
+    width["slow"]["epochs"] = 50
+    with pytest.raises(ValueError, match="differ in more than the rate"):
+        build_best_rate(width, ("fast", "slow"))
+
+
+def test_the_longer_run_of_a_width_is_paired_with_its_ten_epochs_on_the_seed():
+    from structinit_hf.benchmark.campaign.records import _setting, build_width_length
+    from structinit_hf.benchmark.campaign.tables import width_length_markdown
+
+    def setting(epochs: int, scores: dict[str, dict[int, float]]) -> dict:
+        geometry = {"images": 2_500, "width": 192, "head_dim": 64, "lr": 3e-4, "warmup_epochs": 1.0}
+        return {**geometry, "epochs": epochs, **_setting(scores, sources.WIDTH_ARMS, sources.WIDTH_REFERENCES)}
+
+    width = {
+        "10": setting(10, {"default": {0: 29.0, 1: 28.0, 2: 30.0}, "impulse3": {0: 35.0, 1: 34.0}, "v1": {0: 33.0}}),
+        "50": setting(50, {"default": {0: 40.5}, "impulse3": {0: 44.0}, "mimetic": {0: 43.0}}),
+    }
+    length = build_width_length(width, ("10", "50"))
+    assert length["epochs"] == [10, 50] and length["lr"] == 3e-4
+    assert {name: gain["per_seed"] for name, gain in length["long_minus_short"].items()} == {
+        "default": {0: 11.5},  # seed 0 alone: the seed both settings have
+        "impulse3": {0: 9.0},
+    }  # mimetic has no 10-epoch run, v1 no 50-epoch run: neither has a gain
+    text = "\n".join(width_length_markdown(length))
+    assert text.startswith("### Width 192 (head dim 64), 2,500 images, lr 0.0003: 50 epochs minus 10, same seed")
+    assert "| init | mean gain from 5x the epochs | per seed |" in text and "| +9.00 | +9.00 |" in text
+    with pytest.raises(ValueError, match="fewer, then more epochs"):
+        build_width_length(width, ("50", "10"))
+    width["50"]["lr"] = 1e-3
+    with pytest.raises(ValueError, match="nothing else apart"):
+        build_width_length(width, ("10", "50"))
 
 
 def test_every_rate_grid_varies_the_rate_alone():
@@ -354,6 +390,12 @@ def test_every_rate_grid_varies_the_rate_alone():
         settings = [sources.WIDTH_SETTINGS[key] for key in keys]
         assert len({replace(setting, lr=0.0, sources=(), note="") for setting in settings}) == 1
         assert len({setting.lr for setting in settings}) == len(settings) > 1
+
+
+def test_every_length_pair_varies_the_epochs_alone():
+    for short, long in (map(sources.WIDTH_SETTINGS.get, keys) for keys in sources.WIDTH_LENGTHS.values()):
+        assert replace(short, epochs=0, sources=(), note="") == replace(long, epochs=0, sources=(), note="")
+        assert short.epochs < long.epochs
 
 
 def test_the_readme_width_table_quotes_the_committed_report():

@@ -31,11 +31,19 @@ from .sources import (
     SIZE_SOURCES,
     SIZE_TABLE_ARMS,
     WIDTH_ARMS,
+    WIDTH_LENGTHS,
     WIDTH_REFERENCES,
     WIDTH_SETTINGS,
 )
 
-__all__ = ["build_augmentation", "build_best_rate", "build_campaign", "build_width", "merge_scores"]
+__all__ = [
+    "build_augmentation",
+    "build_best_rate",
+    "build_campaign",
+    "build_width",
+    "build_width_length",
+    "merge_scores",
+]
 
 
 def merge_scores(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, float]]:
@@ -130,6 +138,7 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
         "augmentation": build_augmentation(root),
         "width": (width := build_width(root)),
         "width_best_rate": [build_best_rate(width, grid) for grid in RATE_GRIDS.values()],
+        "width_length": [build_width_length(width, pair) for pair in WIDTH_LENGTHS.values()],
     }
 
 
@@ -238,12 +247,17 @@ def build_width(root: Path | str = ".") -> dict[str, Any]:
         records, found = _load(root, setting.sources)
         for record, path in zip(records, found, strict=True):
             options = record["train_options"]
-            recorded = (record["architecture"].get("embed_dim"), options["lr"], options.get("warmup_epochs", 1.0))
-            listed = (setting.width, setting.lr, setting.warmup_epochs)
+            recorded = (
+                record["architecture"].get("embed_dim"),
+                options["lr"],
+                options.get("warmup_epochs", 1.0),
+                options["epochs"],
+            )
+            listed = (setting.width, setting.lr, setting.warmup_epochs, setting.epochs)
             if recorded != listed:
                 raise ValueError(
-                    f"{path}: width {recorded[0]} at lr {recorded[1]:g} with {recorded[2]:g} warm-up epoch(s), listed "
-                    f"as {listed[0]} at {listed[1]:g} with {listed[2]:g}"
+                    f"{path}: width {recorded[0]} at lr {recorded[1]:g} with {recorded[2]:g} warm-up epoch(s) of "
+                    f"{recorded[3]}, listed as {listed[0]} at {listed[1]:g} with {listed[2]:g} of {listed[3]}"
                 )
         wall: dict[str, dict[int, float]] = {}
         devices: dict[str, set[int]] = {}
@@ -257,6 +271,7 @@ def build_width(root: Path | str = ".") -> dict[str, Any]:
             "width": setting.width,
             "lr": setting.lr,
             "warmup_epochs": setting.warmup_epochs,
+            "epochs": setting.epochs,
             "head_dim": setting.width // HEADS,
             "note": setting.note,
             "sources": found,
@@ -272,8 +287,7 @@ def build_best_rate(width: Mapping[str, Any], keys: Sequence[str]) -> dict[str, 
     images and width, the rate differs; the higher mean over seeds wins), judged as a setting: against timm's default
     and `shift`, each at its own better rate, paired on the seed."""
     grid = {key: width[key] for key in keys}
-    (images, size), *others = {(setting["images"], setting["width"]) for setting in grid.values()}
-    if others:
+    if len({_without(setting, "lr") for setting in grid.values()}) > 1:
         raise ValueError(f"learning-rate grid {list(keys)}: its settings differ in more than the rate")
     scores: dict[str, dict[int, float]] = {}
     rates: dict[str, float] = {}
@@ -284,10 +298,34 @@ def build_best_rate(width: Mapping[str, Any], keys: Sequence[str]) -> dict[str, 
             scores[name], rates[name] = dict(better["arms"][name]["per_seed"]), better["lr"]
     return {
         "settings": list(grid),
-        "images": images,
-        "width": size,
-        "head_dim": size // HEADS,
+        **{key: next(iter(grid.values()))[key] for key in ("images", "width", "head_dim")},
         "grid": [setting["lr"] for setting in grid.values()],
         "rates": rates,
         **_setting(scores, WIDTH_ARMS, WIDTH_REFERENCES),
+    }
+
+
+def _without(setting: Mapping[str, Any], varied: str) -> tuple[Any, ...]:
+    """What a width setting trained in (images, width, rate, warm-up, epochs), less the one ``varied``."""
+    return tuple(setting[key] for key in ("images", "width", "lr", "warmup_epochs", "epochs") if key != varied)
+
+
+def build_width_length(width: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """Each init's gain from training longer: the width settings ``keys`` (one of :data:`WIDTH_LENGTHS`, the same
+    setting at a shorter and a longer epoch count), the longer minus the shorter, paired on the seed."""
+    short, long = (width[key] for key in keys)
+    if _without(short, "epochs") != _without(long, "epochs") or short["epochs"] >= long["epochs"]:
+        raise ValueError(
+            f"length pair {list(keys)}: expected one setting at fewer, then more epochs, nothing else apart"
+        )
+    gains = {
+        name: paired_differences(long["arms"][name]["per_seed"], short["arms"][name]["per_seed"])
+        for name in WIDTH_ARMS
+        if name in long["arms"] and name in short["arms"]
+    }
+    return {
+        "settings": list(keys),
+        **{key: short[key] for key in ("images", "width", "head_dim", "lr")},
+        "epochs": [short["epochs"], long["epochs"]],
+        "long_minus_short": {name: gain for name, gain in gains.items() if gain is not None},
     }

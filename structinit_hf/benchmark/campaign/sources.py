@@ -24,6 +24,7 @@ __all__ = [
     "SIZE_SOURCES",
     "SIZE_TABLE_ARMS",
     "WIDTH_ARMS",
+    "WIDTH_LENGTHS",
     "WIDTH_REFERENCES",
     "WIDTH_SETTINGS",
     "WidthSetting",
@@ -115,6 +116,7 @@ class WidthSetting:
     lr: float
     sources: tuple[str, ...]
     warmup_epochs: float = 1.0
+    epochs: int = 10
     note: str = ""  # what the setting is for, printed under its title
 
 
@@ -165,6 +167,14 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
         warmup_epochs=5.0,
         note="The shared rate reached after about 50 warm-up steps instead of 10.",
     ),
+    "2500/192/0.0003/50ep": WidthSetting(
+        2_500,
+        192,
+        3e-4,
+        _on_either_device("cpu-proxy-n2500-long-w192-lr3e-4"),
+        epochs=50,
+        note="The proxy recipe's rate trained 5x as long, one seed per init: a trend, not a verdict.",
+    ),
     "5000/192/0.001": WidthSetting(
         5_000,
         192,
@@ -183,6 +193,9 @@ RATE_GRIDS = {
     "2500/192": ("2500/192/0.001", "2500/192/0.0003"),
     "5000/192": ("5000/192/0.001", "5000/192/0.0003"),
 }
+
+# Per width, a setting and the same setting trained longer: each init's gain from the epochs, paired on the seed.
+WIDTH_LENGTHS = {"2500/192/0.0003": ("2500/192/0.0003", "2500/192/0.0003/50ep")}
 
 WIDTH_ARMS = ("default", "mimetic", "impulse3", "v1", "v2")
 

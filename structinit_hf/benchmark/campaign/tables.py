@@ -9,7 +9,7 @@ from ..arms import arm_label
 from ..stats import CLAIM_SEEDS
 from .sources import MAIN_ARMS, REFERENCES, SIZE_ARMS, SIZE_TABLE_ARMS, WIDTH_ARMS, WIDTH_REFERENCES
 
-__all__ = ["best_rate_markdown", "render_campaign_markdown", "width_markdown"]
+__all__ = ["best_rate_markdown", "render_campaign_markdown", "width_length_markdown", "width_markdown"]
 
 REFERENCE_NAMES = {"default": "default", "mimetic": "mimetic", "impulse3": "`shift`"}  # the tables' column heads
 
@@ -113,18 +113,16 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
         setting = lengths[epochs]
         out += [f"### {epochs} epochs", "", *_setting_table(setting, SIZE_ARMS), "", _best_line(setting), ""]
         out += [f"Sources: {', '.join(f'`{p}`' for p in setting['sources']) or 'none (not run)'}", ""]
-    rows = lengths.get("long_minus_short") or {}
-    if rows:
-        out += ["### 50 epochs minus 10 epochs, same seed", "", "| init | mean gain from 5x the epochs | per seed |"]
-        out += ["|---|---|---|"]
-        out += [f"| {arm_label(n)} | {r['mean']:+.2f} | {_signed(r['per_seed'])} |" for n, r in rows.items() if r]
-        out.append("")
+    if lengths.get("long_minus_short"):
+        out += ["### 50 epochs minus 10 epochs, same seed", "", *_gain_table(lengths["long_minus_short"], 5), ""]
     if "augmentation" in record:
         out += _augmentation_markdown(record["augmentation"])
     if "width" in record:
         out += width_markdown(record["width"])
     for best_rate in record.get("width_best_rate", ()):
         out += best_rate_markdown(best_rate)
+    for length in record.get("width_length", ()):
+        out += width_length_markdown(length)
     out += [
         "Paired differences are init minus reference on the same seed; `±` is the sample standard deviation over "
         "seeds; `range` is max - min over seeds (how far runs of identical settings landed apart). "
@@ -132,6 +130,12 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def _gain_table(gains: Mapping[str, Mapping[str, Any] | None], factor: int) -> list[str]:
+    """Each init's gain from ``factor`` x the epochs, paired on the seed."""
+    rows = [f"| {arm_label(n)} | {g['mean']:+.2f} | {_signed(g['per_seed'])} |" for n, g in gains.items() if g]
+    return [f"| init | mean gain from {factor}x the epochs | per seed |", "|---|---|---|", *rows]
 
 
 def _convit_line(geometry: Mapping[str, Any]) -> str:
@@ -243,16 +247,17 @@ def width_markdown(width: Mapping[str, Any]) -> list[str]:
         "## Width: head dimension 16, 32 and 64 (10 epochs, crop + flip, 3 heads)",
         "",
         "The cpu-proxy profiles with only the width changed (`cpu-proxy-n2500-w96`, `-n2500-w192`, ...), then at "
-        "width 192 the learning rate or the warm-up; the paper's ViT-Tiny head is 64 wide. Still 16 px and 10 "
-        "epochs, not the paper's 32 px and 200 epochs. Runs on a lent GPU are the CPU's runs on another device "
-        "(fp32, eager); each setting says where each seed ran.",
+        "width 192 the learning rate, the warm-up or the epochs; the paper's ViT-Tiny head is 64 wide. Still 16 px "
+        "and 10 epochs (one setting 50, as its title says), not the paper's 32 px and 200 epochs. Runs on a lent "
+        "GPU are the CPU's runs on another device (fp32, eager); each setting says where each seed ran.",
         "",
     ]
     for setting in width.values():
         warmup = f", {setting['warmup_epochs']:g} warm-up epochs" if setting["warmup_epochs"] != 1 else ""
+        epochs = f", {setting['epochs']} epochs" if setting["epochs"] != 10 else ""
         title = (
             f"### {setting['images']:,} training images, width {setting['width']} (head dim {setting['head_dim']}), "
-            f"lr {setting['lr']:g}{warmup}"
+            f"lr {setting['lr']:g}{warmup}{epochs}"
         )
         out += [title, ""]
         if setting["note"]:
@@ -289,3 +294,16 @@ def best_rate_markdown(best_rate: Mapping[str, Any]) -> list[str]:
     if not best_rate["arms"]:
         return [*out, "Not run yet.", ""]
     return [*out, *_setting_table(best_rate, WIDTH_ARMS, WIDTH_REFERENCES), "", _best_line(best_rate), ""]
+
+
+def width_length_markdown(length: Mapping[str, Any]) -> list[str]:
+    """One width setting trained longer: each init's gain from the epochs, a section after the width settings."""
+    short, long = length["epochs"]
+    out = [
+        f"### Width {length['width']} (head dim {length['head_dim']}), {length['images']:,} images, lr "
+        f"{length['lr']:g}: {long} epochs minus {short}, same seed",
+        "",
+    ]
+    if not length["long_minus_short"]:
+        return [*out, "Not run yet.", ""]
+    return [*out, *_gain_table(length["long_minus_short"], long // short), ""]
