@@ -237,6 +237,30 @@ def test_every_run_is_started_with_resume_latest(tmp_path, monkeypatch) -> None:
     assert "$ python scripts/train.py --seed 0 --resume latest" in (cut / "train.log").read_text()
 
 
+def test_a_resumed_run_records_the_time_of_its_earlier_attempts(tmp_path, monkeypatch) -> None:
+    """Catches a resumed run recording only its last attempt's time (the campaign plans from these times)."""
+
+    class Finished:
+        returncode = 0
+
+    monkeypatch.setattr(benchmark_runs.subprocess, "run", lambda command, **kwargs: Finished())
+    cut = tmp_path / "cut"
+    for epoch, seconds in ((1, 100.0), (2, 250.5)):  # the newer checkpoint is the one --resume latest continues
+        (cut / "checkpoints" / f"epoch_000{epoch}").mkdir(parents=True)
+        (cut / "checkpoints" / f"epoch_000{epoch}" / "trainer_state.json").write_text(
+            json.dumps({"epoch": epoch, "wall_time_s": seconds})
+        )
+    (cut / "checkpoints" / ".epoch_0003.tmp").mkdir()  # killed while writing the next one
+    assert benchmark_runs.resumed_seconds(cut) == 250.5
+    code, elapsed = benchmark_runs._train_one(["--seed", "0"], cut, threads=1)
+    timing = json.loads((cut / "benchmark_run.json").read_text())
+    assert code == 0 and timing["earlier_s"] == 250.5 and timing["elapsed_s"] == round(250.5 + elapsed, 1)
+    fresh = tmp_path / "fresh"
+    benchmark_runs._train_one(["--seed", "0"], fresh, threads=1)
+    assert benchmark_runs.resumed_seconds(fresh) == 0.0
+    assert json.loads((fresh / "benchmark_run.json").read_text())["earlier_s"] == 0.0
+
+
 def test_failed_runs_are_reported_with_their_logs(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(small_data, "_train_one", lambda argv, run_dir, threads: (1, 0.5))
     with pytest.raises(ChildProcessError, match=r"2 run\(s\) failed: default seed 0 .*default-seed0/train.log"):

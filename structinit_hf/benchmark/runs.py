@@ -21,6 +21,8 @@ from typing import Any
 
 from ..atomic import write_json
 from ..init.options import IMPULSE_KWARGS, ImpulseOptions
+from ..train.checkpoints import find_checkpoint, read_trainer_state
+from ..train.errors import UsageError
 from .arms import Arm
 from .profiles import BenchmarkDataset, Profile, arm_model_kwargs
 
@@ -115,15 +117,27 @@ def check_finished_runs(planned: Iterable[tuple[list[str], Path, dict[str, Any]]
         )
 
 
+def resumed_seconds(run_dir: Path) -> float:
+    """The time cut-short attempts of a run spent on the epochs it keeps: the training clock of the checkpoint that
+    ``--resume latest`` continues from (0.0 for a fresh start). A run's time is this plus its last attempt's."""
+    checkpoint = find_checkpoint(run_dir, "latest")
+    try:
+        return float(read_trainer_state(checkpoint)["wall_time_s"]) if checkpoint else 0.0
+    except (UsageError, KeyError):  # train.py names what is wrong with the checkpoint when it resumes
+        return 0.0
+
+
 def _train_one(argv: list[str], run_dir: Path, threads: int) -> tuple[int, float]:
     """Train one run in a subprocess (its own memory, its own thread count); log to ``run_dir/train.log``.
 
     Always ``--resume latest``: train.py continues a run cut short from its newest complete checkpoint, or starts
     clean when there is none (whatever a kill left behind), so the benchmark keeps no recovery logic of its own.
+    The time recorded in ``RUN_TIMING`` is the whole run's: the earlier attempts' (:func:`resumed_seconds`) and this.
     """
     argv = [*argv, "--resume", "latest"]
     run_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+    earlier = resumed_seconds(run_dir)
     start = time.perf_counter()
     with (run_dir / RUN_LOG).open("a") as log:
         log.write(f"$ python scripts/train.py {' '.join(argv)}\n")
@@ -133,7 +147,8 @@ def _train_one(argv: list[str], run_dir: Path, threads: int) -> tuple[int, float
         ).returncode
     elapsed = time.perf_counter() - start
     if code == 0:
-        write_json(run_dir / RUN_TIMING, {"argv": argv, "threads": threads, "elapsed_s": round(elapsed, 1)})
+        timing = {"argv": argv, "threads": threads, "elapsed_s": round(earlier + elapsed, 1), "earlier_s": earlier}
+        write_json(run_dir / RUN_TIMING, timing)
         shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # final/ holds the model; resuming is over
     return code, elapsed
 
