@@ -18,8 +18,10 @@ add() { local profile=$1 arm seed; shift; for seed in 0 1 2; do for arm in "$@";
 add cpu-proxy-n2500-w96 default mimetic impulse3 v1 v2      # head dim 32
 add cpu-proxy-n2500-w96-lr3e-4 default mimetic impulse3 v2 v1  # head dim 32 at its rate (proxy_lr)
 add cpu-proxy-n5000-w192-lr3e-4 default mimetic impulse3    # 5,000 images at width 192, at its rate
-add cpu-proxy-n5000-w192 default                             # ... and timm's default at its better rate
-for arm in default mimetic impulse3 v1; do echo "cpu-proxy-n2500-long-w192-lr3e-4 0 $arm" >> $queue; done  # 50 epochs
+long() { local arm; for arm in "$@"; do echo "cpu-proxy-n2500-long-w192-lr3e-4 0 $arm" >> $queue; done; }  # 50 epochs
+long default mimetic impulse3
+add cpu-proxy-n5000-w192 default                             # 5,000 images: timm's default at its better rate
+long v1
 add cpu-proxy-n2500-w192-warmup5 impulse3 mimetic default   # the warm-up length at the shared rate
 add cpu-proxy-n2500-w192-lr3e-4 v2
 add cpu-proxy-n2500-w192-warmup5 v1
