@@ -283,9 +283,9 @@ def build_width(root: Path | str = ".") -> dict[str, Any]:
 
 
 def build_best_rate(width: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
-    """Each init at its better learning rate of the width settings ``keys`` (one of :data:`RATE_GRIDS`: the same
-    images and width, the rate differs; the higher mean over seeds wins), judged as a setting: against timm's default
-    and `shift`, each at its own better rate, paired on the seed."""
+    """Each init at its better learning rate of the width settings ``keys`` (one of :data:`RATE_GRIDS`: settings apart
+    in the rate alone; the higher mean over seeds wins), judged as a setting: against timm's default and `shift`, each
+    at its own better rate, paired on the seed."""
     grid = {key: width[key] for key in keys}
     if len({_without(setting, "lr") for setting in grid.values()}) > 1:
         raise ValueError(f"learning-rate grid {list(keys)}: its settings differ in more than the rate")
