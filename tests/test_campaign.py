@@ -361,13 +361,15 @@ def test_the_longer_run_of_a_width_is_paired_with_its_ten_epochs_on_the_seed():
     from structinit_hf.benchmark.campaign.records import _setting, build_width_length
     from structinit_hf.benchmark.campaign.tables import width_length_markdown
 
-    def setting(epochs: int, scores: dict[str, dict[int, float]]) -> dict:
+    def setting(epochs: int, scores: dict[str, dict[int, float]], devices: dict[str, list[int]]) -> dict:
         geometry = {"images": 2_500, "width": 192, "head_dim": 64, "lr": 3e-4, "warmup_epochs": 1.0}
-        return {**geometry, "epochs": epochs, **_setting(scores, sources.WIDTH_ARMS, sources.WIDTH_REFERENCES)}
+        summary = _setting(scores, sources.WIDTH_ARMS, sources.WIDTH_REFERENCES)
+        return {**geometry, "epochs": epochs, "devices": devices, **summary}
 
+    ten = {"default": {0: 29.0, 1: 28.0, 2: 30.0}, "impulse3": {0: 35.0, 1: 34.0}, "v1": {0: 33.0}}
     width = {
-        "10": setting(10, {"default": {0: 29.0, 1: 28.0, 2: 30.0}, "impulse3": {0: 35.0, 1: 34.0}, "v1": {0: 33.0}}),
-        "50": setting(50, {"default": {0: 40.5}, "impulse3": {0: 44.0}, "mimetic": {0: 43.0}}),
+        "10": setting(10, ten, {"NVIDIA H200": [0, 1, 2]}),
+        "50": setting(50, {"default": {0: 40.5}, "impulse3": {0: 44.0}, "mimetic": {0: 43.0}}, {"CPU": [0]}),
     }
     length = build_width_length(width, ("10", "50"))
     assert length["epochs"] == [10, 50] and length["lr"] == 3e-4
@@ -378,6 +380,9 @@ def test_the_longer_run_of_a_width_is_paired_with_its_ten_epochs_on_the_seed():
     text = "\n".join(width_length_markdown(length))
     assert text.startswith("### Width 192 (head dim 64), 2,500 images, lr 0.0003: 50 epochs minus 10, same seed")
     assert "| init | mean gain from 5x the epochs | per seed |" in text and "| +9.00 | +9.00 |" in text
+    assert "Trained: 10 epochs on NVIDIA H200 (s0, s1, s2); 50 on CPU (s0). The two lengths ran on different" in text
+    width["10"]["devices"] = {"CPU": [0, 1, 2]}  # one device: no caveat
+    assert "different devices" not in "\n".join(width_length_markdown(build_width_length(width, ("10", "50"))))
     with pytest.raises(ValueError, match="fewer, then more epochs"):
         build_width_length(width, ("50", "10"))
     width["50"]["lr"] = 1e-3

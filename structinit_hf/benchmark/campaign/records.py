@@ -327,5 +327,6 @@ def build_width_length(width: Mapping[str, Any], keys: Sequence[str]) -> dict[st
         "settings": list(keys),
         **{key: short[key] for key in ("images", "width", "head_dim", "lr")},
         "epochs": [short["epochs"], long["epochs"]],
+        "devices": [short["devices"], long["devices"]],
         "long_minus_short": {name: gain for name, gain in gains.items() if gain is not None},
     }

@@ -132,6 +132,11 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+def _devices(devices: Mapping[str, Sequence[int]]) -> str:
+    """Where each seed trained: ``CPU (s0, s1); NVIDIA H200 (s2)``."""
+    return "; ".join(f"{device} ({', '.join(f's{seed}' for seed in seeds)})" for device, seeds in devices.items())
+
+
 def _gain_table(gains: Mapping[str, Mapping[str, Any] | None], factor: int) -> list[str]:
     """Each init's gain from ``factor`` x the epochs, paired on the seed."""
     rows = [f"| {arm_label(n)} | {g['mean']:+.2f} | {_signed(g['per_seed'])} |" for n, g in gains.items() if g]
@@ -266,9 +271,7 @@ def width_markdown(width: Mapping[str, Any]) -> list[str]:
             out += ["Not run yet.", ""]
             continue
         out += [*_setting_table(setting, WIDTH_ARMS, WIDTH_REFERENCES), "", _best_line(setting), ""]
-        where = "; ".join(
-            f"{device} ({', '.join(f's{seed}' for seed in seeds)})" for device, seeds in setting["devices"].items()
-        )
+        where = _devices(setting["devices"])
         times = ", ".join(f"{arm_label(n)} {s / 60:.0f} min" for n, s in setting["wall_time_s"].items())
         out += [
             f"Trained on: {where}. Wall time per run (mean over its seeds; on the CPU two single-thread runs at a "
@@ -306,4 +309,11 @@ def width_length_markdown(length: Mapping[str, Any]) -> list[str]:
     ]
     if not length["long_minus_short"]:
         return [*out, "Not run yet.", ""]
-    return [*out, *_gain_table(length["long_minus_short"], long // short), ""]
+    (short_on, long_on) = length["devices"]
+    where = f"Trained: {short} epochs on {_devices(short_on)}; {long} on {_devices(long_on)}."
+    if short_on.keys() != long_on.keys():
+        where += (
+            " The two lengths ran on different devices, so a gain also holds any difference between them (the "
+            "settings trained on both, above, measure it)."
+        )
+    return [*out, *_gain_table(length["long_minus_short"], long // short), "", where, ""]
