@@ -100,6 +100,7 @@ REFERENCES = ("default", "mimetic")
 # the setting's folders (one per seed and arm, or per batch of runs); a run in two records must carry the same figure.
 # The runs of a lent GPU (fp32, eager, like the CPU's) sit under GPU_RECORDS; each table says where each seed ran.
 GPU_RECORDS = "benchmarks/width/gpu"
+CPU_RERUNS = "benchmarks/width/cpu"  # the CPU's runs of settings whose records came from a lent GPU
 
 
 def _on_either_device(profile: str) -> tuple[str, str]:
@@ -158,6 +159,14 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
         3e-4,
         _on_either_device("cpu-proxy-n2500-w192-lr3e-4"),
         note="The proxy recipe's rate from head dimension 32 (`profiles.proxy_lr`): every init trains.",
+    ),
+    "2500/192/0.0003/cpu": WidthSetting(
+        2_500,
+        192,
+        3e-4,
+        (f"{CPU_RERUNS}/cpu-proxy-n2500-w192-lr3e-4-cifar10/**/results.json",),
+        note="Seed 0 of the GPU's runs above trained again on the CPU, the device of the 50-epoch runs: how far "
+        "identical runs land apart on two devices at the width's rate.",
     ),
     "2500/192/0.001/warmup5": WidthSetting(
         2_500,
