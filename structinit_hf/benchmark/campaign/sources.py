@@ -204,7 +204,7 @@ RATE_GRIDS = {
 }
 
 # Per width, a setting and the same setting trained longer: each init's gain from the epochs, paired on the seed.
-WIDTH_LENGTHS = {"2500/192/0.0003": ("2500/192/0.0003", "2500/192/0.0003/50ep")}
+WIDTH_LENGTHS = {"2500/192/0.0003": ("2500/192/0.0003/cpu", "2500/192/0.0003/50ep")}  # on one device
 
 WIDTH_ARMS = ("default", "mimetic", "impulse3", "v1", "v2")
 
