@@ -309,7 +309,7 @@ def width_length_markdown(length: Mapping[str, Any]) -> list[str]:
     ]
     if not length["long_minus_short"]:
         return [*out, "Not run yet.", ""]
-    (short_on, long_on) = length["devices"]
+    short_on, long_on = length["devices"]
     where = f"Trained: {short} epochs on {_devices(short_on)}; {long} on {_devices(long_on)}."
     if short_on.keys() != long_on.keys():
         where += (
