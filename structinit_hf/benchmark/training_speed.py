@@ -74,7 +74,7 @@ def script_arm(args: argparse.Namespace, mode: str) -> float:
 
 def bare_arm(args: argparse.Namespace, mode: str, device: torch.device) -> float:
     precision, compiled = MODES[mode]
-    model, _ = load_model(args.model, num_classes=10, model_kwargs=args.model_kwargs)
+    model = load_model(args.model, num_classes=10, model_kwargs=args.model_kwargs).model
     model.to(device).train()
     optimizer = create_optimizer_v2(model, opt="adamw", lr=1e-3, weight_decay=0.01, eps=1e-3)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
@@ -143,6 +143,13 @@ def throughput_parser() -> argparse.ArgumentParser:
     parser.add_argument("--modes", nargs="+", choices=MODES, default=None, help="default: all on GPU, fp32 on CPU")
     parser.add_argument("--workers", type=int, default=None, help="input-pipeline workers (default: train.py's)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    parser.add_argument(
+        "--pipelines",
+        nargs="*",
+        choices=("tensor", "pil"),
+        default=["tensor", "pil"],
+        help="input pipelines timed alone after the arms (default: both; none with no value)",
+    )
     return parser
 
 
@@ -165,7 +172,7 @@ def measure_throughput(args: argparse.Namespace) -> None:
             throughput[name].append(arms[name]())
             print(f"round {round_index + 1}/{args.rounds}  {name:24s} {throughput[name][-1]:9.1f} img/s", flush=True)
     load_after = os.getloadavg()
-    pipelines = {f"{p} ({workers} workers)": input_pipeline(args, p, workers) for p in ("tensor", "pil")}
+    pipelines = {f"{p} ({workers} workers)": input_pipeline(args, p, workers) for p in args.pipelines}
 
     def ratio(mode: str) -> float:
         pairs = zip(throughput[f"script/{mode}"], throughput[f"bare/{mode}"], strict=True)
