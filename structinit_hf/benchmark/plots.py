@@ -21,6 +21,7 @@ from ..atomic import write_file
 from ..train.args import KeyValueAction
 from ..train.data import dataset_source, find_columns, load_raw_dataset
 from ..train.errors import UsageError
+from ..train.images import rgb_image
 from ..train.loading import eval_transform, load_model
 from .attention import patch_attention_maps
 
@@ -47,7 +48,7 @@ def load_images(dataset: str, models: Sequence[nn.Module], num_images: int, spli
         raise ValueError(f"dataset {dataset!r} has no split {split!r}; it has {', '.join(raw)}")
     rows = raw[split].select(range(min(num_images, len(raw[split]))))
     image_column, _ = find_columns(rows.features)
-    pictures = [image.convert("RGB") for image in rows[image_column]]
+    pictures = [rgb_image(image) for image in rows[image_column]]
     batches = []
     for model in models:
         transform = eval_transform(model)

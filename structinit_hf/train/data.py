@@ -220,6 +220,7 @@ class ImageClassificationData:
     image_column: str
     label_column: str
     label_names: list[str]
+    source_sizes: tuple[tuple[int, int], tuple[int, int]] | None = None  # (width, height) smallest and largest read
 
     @property
     def num_classes(self) -> int:
