@@ -42,7 +42,7 @@ from .loading import (
     load_model,
     model_data_config,
 )
-from .memory import MemoryPlan, plan_memory
+from .memory import DECODE_OVERHEAD, MemoryPlan, plan_memory
 from .model_kwargs import check_model_kwargs
 from .run_folder import ResumePoint, RunLock, default_output_dir, lock_run_folder, open_run_folder, start_run_state
 from .step import TrainingStep
@@ -204,9 +204,11 @@ def _setup_locked_run(
     )
     model = model.to(processes.device)  # as prepare() would: the memory probe runs where training will
     input_size = tuple(data_config["input_size"])
+    largest = data.source_sizes[1] if data.source_sizes else (0, 0)
+    decode_bytes = 0 if defaults.workers else DECODE_OVERHEAD * 3 * largest[0] * largest[1]  # workers decode apart
     plan = plan_memory(
         recipe, processes, model, input_size, defaults.mixed_precision, local_processes, resume.grad_accum,
-        resume.accumulation_from,
+        resume.accumulation_from, decode_bytes,
     )  # fmt: skip
     # what trains is what results.json, the trackers, the resume check and the card record
     flags = settings.flags(mixed_precision=defaults.mixed_precision, grad_accum=plan.grad_accum)
