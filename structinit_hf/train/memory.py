@@ -205,7 +205,8 @@ def plan_memory(
     """The micro-batch of each process: the largest whose estimated peak fits the memory this process may use
     (the machine's available memory shared among its processes), unless ``grad_accum`` (the flag's, or the resumed
     run's: ``accumulation_from``) fixes it. ``decode_bytes`` is what decoding the largest source image takes in this
-    process (nothing when DataLoader workers decode). Refuse, in one line and before the first step, a run that cannot fit."""
+    process (nothing when DataLoader workers decode). Refuse, in one line and before the first step, a run that
+    cannot fit."""
     device = processes.device
     per_process = recipe.batch_size // processes.num_processes
     available = available_memory_bytes(device)

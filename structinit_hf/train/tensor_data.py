@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .data import ImageClassificationData
+from .data import ImageClassificationData, class_counts
 from .dataloaders import TransformedImages, build_transform, seeded_random_state, split_item
 from .errors import UsageError
 from .images import open_rgb, shrink_to
@@ -211,7 +211,15 @@ def training_datasets(
             if decoded[id(split)].skipped:
                 log(f"--skip-bad-images: skipped {decoded[id(split)].skipped} unreadable image(s) of the {name} split")
     parts = [decoded[id(split)] for split, _ in named]
+    before = class_counts(data.train, data.label_column, data.num_classes)
     data.train, data.validation, data.evaluation = (part.split for part in parts)
+    after = class_counts(data.train, data.label_column, data.num_classes)
+    emptied = [name for name, had, has in zip(data.label_names, before, after, strict=True) if had and not has]
+    if emptied:
+        raise UsageError(
+            f"--skip-bad-images: every training image of class(es) {', '.join(map(repr, emptied))} is unreadable; "
+            "a model cannot learn a class it never sees: fix those images, or remove the class"
+        )
     sizes = [size for part in decoded.values() if part.source_sizes for size in part.source_sizes]
     if sizes:
         data.source_sizes = (min(sizes, key=lambda wh: wh[0] * wh[1]), max(sizes, key=lambda wh: wh[0] * wh[1]))
