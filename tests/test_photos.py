@@ -4,6 +4,10 @@ folder in timm's order."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
 import datasets
 import numpy as np
 import pytest
@@ -11,12 +15,14 @@ import torch
 from PIL import Image, ImageOps
 from transformers.image_utils import load_image
 
-from structinit_hf.train.data import load_raw_dataset
+from structinit_hf.__main__ import main
+from structinit_hf.train.data import known_label_names, load_image_classification, load_raw_dataset
 from structinit_hf.train.dataloaders import TransformedImages
 from structinit_hf.train.images import open_rgb, rgb_image
 from structinit_hf.train.tensor_data import decode_split
 
 ORIENTATION = 0x0112  # the EXIF tag
+TINY = ["--model-kwargs", "depth=1", "img_size=16", "patch_size=4", "embed_dim=48"]
 
 
 def _gradient(size: int = 12) -> np.ndarray:
@@ -87,3 +93,100 @@ def test_every_input_path_decodes_each_kind_of_image_the_same(tmp_path):
 def test_a_flat_high_bit_depth_image_is_black_not_an_error(mode):
     image = Image.fromarray(np.full((4, 4), 300, dtype=np.uint16 if mode == "I;16" else np.float32))
     assert image.mode == mode and np.array(rgb_image(image)).max() == 0
+
+
+def _folder(root, files: dict[str, int]):
+    """An image folder from ``{relative path: gray level}`` (tiny PNGs); a path ending in / is an empty folder."""
+    for name, level in files.items():
+        path = root / name
+        if name.endswith("/"):
+            path.mkdir(parents=True, exist_ok=True)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.full((6, 6, 3), level, dtype=np.uint8)).save(path)
+    return root
+
+
+NAMES = ["10_cats", "2_dogs", "Zebra", "apple", "é t"]
+
+
+def test_classes_are_numbered_in_timm_image_folder_order(tmp_path):
+    """Catches classes numbered in datasets' order ('10_cats' before '2_dogs', 'Zebra' before 'apple'), which
+    timm's ImageFolder and validate.py number otherwise."""
+    from timm.data import ImageDataset
+
+    root = _folder(
+        tmp_path / "photos", {f"{name}/{i}.png": 10 * k + i for k, name in enumerate(NAMES) for i in range(3)}
+    )
+    data = load_image_classification(str(root), val_split=0.0, eval_split="train")
+    timm_order = ImageDataset(str(root)).reader.class_to_idx
+    assert data.label_names == list(timm_order) == ["2_dogs", "10_cats", "apple", "Zebra", "é t"]
+    paths = data.train.cast_column("image", datasets.Image(decode=False))["image"]
+    for cell, label in zip(paths, data.train["label"], strict=True):  # each image labelled by its own folder
+        assert Path(cell["path"]).parent.name == data.label_names[label]
+    assert known_label_names(
+        SimpleNamespace(
+            dataset=str(root), dataset_config=None, train_split="train", image_column=None, label_column=None
+        )
+    ) in (None, data.label_names)
+
+
+@pytest.mark.parametrize(
+    ("files", "named"),
+    [
+        ({"cat/indoor/1.png": 1, "cat/indoor/2.png": 2, "dog/outdoor/3.png": 3}, ["2 levels deep", "cat/indoor/1.png"]),
+        ({"cat/1.png": 1, "dog/2.png": 2, "stray.png": 3}, ["the image stray.png", "is not in a class folder"]),
+        ({"cat/1.png": 1, "cat/extra/2.png": 2, "dog/3.png": 3}, ["cat/extra/2.png", "2 levels deep"]),
+        ({"cat/1.png": 1, "dog/2.png": 2, "eel/": 0}, ["class folder(s) eel hold no images"]),
+        ({"train/cat/1.png": 1, "train/dog/2.png": 2, "test/cat/3.png": 3, "test/eel/4.png": 4}, ["'eel'", "'test'"]),
+        ({"train/cat/1.png": 1, "train/dog/2.png": 2, "train/dog/x/3.png": 3}, ["train/dog/x/3.png", "2 levels"]),
+    ],
+    ids=["nested", "stray-file", "lone-sub-folder", "empty-class", "test-only-class", "nested-under-split"],
+)
+def test_a_folder_whose_labels_are_not_its_class_folders_is_refused_in_one_line(tmp_path, files, named, capsys):
+    root = _folder(tmp_path / "photos", files)
+    status = main(["train", *TINY, "--dataset", str(root), "--output-dir", str(tmp_path / "run")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert status == 2 and len(errors) == 1, errors
+    assert all(words in errors[0] for words in named), errors[0]
+
+
+def test_evaluate_on_a_flat_folder_names_the_split_that_fits(tmp_path, capsys):
+    root = _folder(tmp_path / "photos", {"cat/1.png": 1, "dog/2.png": 2})
+    status = main(["evaluate", "--model", "vit_tiny_impulse3", *TINY, "--dataset", str(root),
+                   "--output", str(tmp_path / "e.json")])  # fmt: skip
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert status == 2 and len(errors) == 1 and "--eval-split train" in errors[0], errors
+
+
+def _with_bad_images(root, count: int):
+    for index in range(count):
+        (root / ("cat", "dog")[index % 2] / f"broken_{index}.jpg").write_bytes(b"\xff\xd8 not a jpeg")
+    return root
+
+
+@pytest.mark.slow
+def test_skip_bad_images_on_train_compare_and_evaluate(tmp_path, capsys):
+    """Catches the batch fitted before unreadable rows are dropped, a flag a command does not take suggested in its
+    error, and evaluate failing mid-run without naming the file."""
+    root = _with_bad_images(
+        _folder(tmp_path / "photos", {f"{c}/{i}.png": i for c in ("cat", "dog") for i in range(8)}), 3
+    )
+    train = ["train", *TINY, "--dataset", str(root), "--epochs", "1", "--val-split", "0.25"]
+    assert main([*train, "--output-dir", str(tmp_path / "A")]) == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")][0]
+    assert "broken_" in error and "(and 1 more)" in error and "--skip-bad-images" in error  # the third is held out
+    assert main([*train, "--output-dir", str(tmp_path / "B"), "--skip-bad-images"]) == 0
+    record = json.loads((tmp_path / "B" / "results.json").read_text())
+    assert record["global_batch"] == record["train_images"] == 13  # 15 after the hold-out, 2 unreadable dropped
+    evaluate = ["evaluate", "--model", str(tmp_path / "B" / "final"), "--dataset", str(root), "--split", "train"]
+    assert main([*evaluate, "--output", str(tmp_path / "e.json")]) == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")][0]
+    assert "broken_" in error and "--skip-bad-images" in error
+    assert main([*evaluate, "--output", str(tmp_path / "e.json"), "--skip-bad-images"]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["num_samples"] == 16
+    compare = ["compare", "--dataset", str(root), "--arms", "default", "--epochs", "1", "--model-kwargs", "depth=1"]
+    assert main([*compare, "--output-dir", str(tmp_path / "C")]) == 2
+    error = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")][0]
+    assert "broken_" in error and "--skip-bad-images" in error
+    assert main([*compare, "--output-dir", str(tmp_path / "D"), "--skip-bad-images"]) == 0

@@ -365,6 +365,9 @@ def _command(args: argparse.Namespace, out_dir: Path) -> str:
     """The ``compare`` command line that reruns this comparison (every flag spelled out)."""
     words = ["structinit-hf", "compare"]
     for name, value in {**vars(args), "output_dir": out_dir}.items():
+        if isinstance(value, bool):  # a switch: spelled when on
+            words += [f"--{name.replace('_', '-')}"] if value else []
+            continue
         values = (
             value
             if isinstance(value, list)
