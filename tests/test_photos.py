@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import datasets
 import numpy as np
 import pytest
+import timm
 import torch
 from PIL import Image, ImageOps
 from transformers.image_utils import load_image
@@ -190,3 +191,81 @@ def test_skip_bad_images_on_train_compare_and_evaluate(tmp_path, capsys):
     error = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")][0]
     assert "broken_" in error and "--skip-bad-images" in error
     assert main([*compare, "--output-dir", str(tmp_path / "D"), "--skip-bad-images"]) == 0
+
+
+def _tagged_folder(root, per_class: int = 12):
+    """Two classes told apart by which half is bright, as the photos are seen; every other photo is stored upside
+    down with an EXIF tag that turns it upright (orientation 3), so only an upright decode sees the classes."""
+    for label, name in enumerate(("bright_top", "bright_bottom")):
+        (root / name).mkdir(parents=True)
+        for index in range(per_class):
+            pixels = np.full((16, 16, 3), 30 + index, dtype=np.uint8)
+            (pixels[:8] if label == 0 else pixels[8:])[...] = 220
+            stored = Image.fromarray(pixels)
+            if index % 2:
+                stored.rotate(180).save(root / name / f"{index}.jpg", exif=_exif(3), quality=95)
+            else:
+                stored.save(root / name / f"{index}.jpg", quality=95)
+    return root
+
+
+def _top1(predicted: list[int], labels: list[int]) -> float:
+    return 100.0 * sum(p == t for p, t in zip(predicted, labels, strict=True)) / len(labels)
+
+
+@pytest.mark.slow
+def test_a_run_on_tagged_photos_scores_the_same_in_training_evaluate_and_a_transformers_pipeline(tmp_path, capsys):
+    """Catches the decode-once path training on raw (upside-down) pixels that evaluate and pipeline turn upright."""
+    from transformers import pipeline
+
+    root = _tagged_folder(tmp_path / "photos")
+    run_dir = tmp_path / "run"
+    argv = ["train", *TINY, "--dataset", str(root), "--epochs", "6", "--warmup-epochs", "1", "--aa", "none"]
+    assert main([*argv, "--val-split", "0.25", "--output-dir", str(run_dir)]) == 0
+    trained = json.loads((run_dir / "results.json").read_text())
+    out = tmp_path / "e.json"
+    assert main(["evaluate", "--model", str(run_dir / "final"), "--dataset", str(root), "--output", str(out)]) == 0
+    evaluated = json.loads(out.read_text())
+    assert evaluated["top1"] == trained["top1"] and evaluated["num_samples"] == trained["num_samples"] == 6
+    held_out = load_image_classification(str(root), val_split=0.25, seed=0).evaluation
+    files = [cell["path"] for cell in held_out.cast_column("image", datasets.Image(decode=False))["image"]]
+    classify = pipeline("image-classification", model=str(run_dir / "final"), device="cpu")
+    names = trained["label_names"]
+    predicted = [names.index(classify(path, top_k=1)[0]["label"]) for path in files]
+    assert _top1(predicted, held_out["label"]) == trained["top1"]
+
+
+@pytest.mark.slow
+def test_a_run_scores_the_same_through_timm_image_folder_as_through_evaluate(tmp_path):
+    """Catches classes numbered otherwise than timm's ImageFolder (validate.py) numbers the same folder."""
+    from timm.data import ImageDataset, create_transform, resolve_data_config
+
+    root = _folder(tmp_path / "photos", {f"{n}/{i}.png": 40 * k + 3 * i for k, n in enumerate(NAMES) for i in range(6)})
+    run_dir = tmp_path / "run"
+    argv = [
+        "train",
+        *TINY,
+        "--dataset",
+        str(root),
+        "--epochs",
+        "8",
+        "--warmup-epochs",
+        "1",
+        "--aa",
+        "none",
+        "--lr",
+        "3e-3",
+    ]
+    argv += ["--batch-size", "5", "--hflip", "0", "--scale", "1", "1"]
+    assert main([*argv, "--output-dir", str(run_dir)]) == 0
+    out = tmp_path / "e.json"
+    assert main(["evaluate", "--model", str(run_dir / "final"), "--dataset", str(root), "--split", "train",
+                 "--output", str(out)]) == 0  # fmt: skip
+    evaluated = json.loads(out.read_text())
+    model = timm.create_model(f"local-dir:{run_dir / 'final'}", pretrained=True).eval()
+    transform = create_transform(**resolve_data_config(model=model))
+    timm_folder = ImageDataset(str(root), transform=transform)  # what validate.py --data-dir reads
+    with torch.no_grad():
+        predicted = [int(model(image[None]).argmax()) for image, _ in timm_folder]
+    assert _top1(predicted, [label for _, label in timm_folder]) == evaluated["top1"]
+    assert evaluated["top1"] > 100 / len(NAMES)  # the run learnt something, so a renumbering would show
