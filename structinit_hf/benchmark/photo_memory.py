@@ -131,7 +131,7 @@ def measure_photo_memory(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def photo_memory_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=300, help="12-megapixel JPEGs in the generated folder")
     parser.add_argument("--pipelines", nargs="+", choices=("tensor", "pil"), default=["tensor", "pil"])
     parser.add_argument("--output", type=Path, default=Path("benchmarks/memory/photos.json"))
