@@ -166,12 +166,15 @@ def test_staging_takes_a_new_or_empty_folder_and_never_overwrites(run, tmp_path)
     assert [p.name for p in (tmp_path / "used").iterdir()] == ["keep.txt"]
 
 
-def test_local_dataset_needs_its_hub_id(run, tmp_path, cifar10_sample):
+def test_a_local_dataset_is_named_as_one_or_linked_to_its_hub_id(run, tmp_path, cifar10_sample):
     results = read_results(run / "results.json")
     results["dataset"] = results["args"]["dataset"] = str(cifar10_sample)
+    results["images_per_class"] = {"train": {name: 7 for name in results["label_names"]}}
     config = json.loads((run / "final" / "config.json").read_text())
-    with pytest.raises(ValueError, match="--dataset-id"):
-        build_model_card(results, config, REPO_ID, num_params=1)
+    local = build_model_card(results, config, REPO_ID, num_params=1)  # no invented Hub id
+    assert local.data.datasets is None and "huggingface.co/datasets" not in local.text
+    assert f"on a local dataset, `{cifar10_sample.name}`, not on the Hub" in local.text
+    assert f"{results['label_names'][0]} (7 training images)" in local.text and str(cifar10_sample) not in str(local)
     card = build_model_card(results, config, REPO_ID, num_params=1, dataset_id="uoft-cs/cifar10")
     assert card.data.datasets == ["uoft-cs/cifar10"]
     assert f"read from the local copy `{cifar10_sample.name}`" in card.text

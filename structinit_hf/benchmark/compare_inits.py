@@ -30,7 +30,14 @@ from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
 from ..train.args import KeyValueAction, TrainingSettings, training_parser
-from ..train.data import SAMPLE_DATASETS, VALIDATION_SPLITS, dataset_source, load_raw_dataset
+from ..train.data import (
+    SAMPLE_DATASETS,
+    VALIDATION_SPLITS,
+    dataset_source,
+    find_columns,
+    load_raw_dataset,
+    stratified_split,
+)
 from ..train.errors import UsageError
 from ..train.loop import train
 from ..train.run_folder import LOCK_FILE, acquire_run_lock, result_flags
@@ -51,7 +58,8 @@ DEFAULT_ARMS = ("default", "mimetic", "impulse3")
 THREADS = 2  # torch threads by default, whatever the machine: the README's table was measured on 2 cores
 
 
-RECIPE_FLAGS = ("epochs", "max_train_samples", "batch_size", "lr", "aa", "mixup", "cutmix")  # what a user may set
+# what a user may set
+RECIPE_FLAGS = ("epochs", "max_train_samples", "batch_size", "lr", "aa", "mixup", "cutmix", "skip_bad_images")
 
 
 def compare_parser() -> argparse.ArgumentParser:
@@ -99,6 +107,9 @@ def compare_parser() -> argparse.ArgumentParser:
         default=THREADS,
         help="torch threads of every run: the thread count orders float sums, so the table reproduces only with the "
         "same count (and CPU kind); more threads than cores is slower, not wrong",
+    )
+    parser.add_argument(
+        "--skip-bad-images", action="store_true", help="drop unreadable images (counted in each run's log)"
     )
     parser.add_argument("--output-dir", type=Path, default=None, help="default: runs/compare-<dataset>-<time>")
     return parser
@@ -200,8 +211,10 @@ def _data_line(name: str, splits: datasets.DatasetDict, recipe: dict[str, Any]) 
     rows, limit = len(splits["train"]) if "train" in splits else 0, recipe["max_train_samples"]
     scored = next((split for split in ("test", *VALIDATION_SPLITS) if split in splits), None)
     words = [f"{rows:,} training rows"]
-    if scored is None:
-        words.append(f"{recipe['val_split']:.0%} of them held out and scored")
+    if scored is None and rows:  # stratified: at least one image of every class of 2 or more, so often more
+        label = find_columns(splits["train"].features)[1]
+        held_out = len(stratified_split(splits["train"][label], recipe["val_split"], 0)[1])
+        words.append(f"{held_out:,} of them ({held_out / rows:.0%}) held out and scored")
     words.append("all the rest used" if scored is None else "all used")
     if limit is not None and limit < (rows if scored else rows * (1 - recipe["val_split"])):
         words[-1] = f"{limit:,} used (--max-train-samples)"
@@ -352,6 +365,9 @@ def _command(args: argparse.Namespace, out_dir: Path) -> str:
     """The ``compare`` command line that reruns this comparison (every flag spelled out)."""
     words = ["structinit-hf", "compare"]
     for name, value in {**vars(args), "output_dir": out_dir}.items():
+        if isinstance(value, bool):  # a switch: spelled when on
+            words += [f"--{name.replace('_', '-')}"] if value else []
+            continue
         values = (
             value
             if isinstance(value, list)

@@ -21,7 +21,9 @@ from ..atomic import write_file
 from ..train.args import KeyValueAction
 from ..train.data import dataset_source, find_columns, load_raw_dataset
 from ..train.errors import UsageError
+from ..train.images import rgb_image
 from ..train.loading import eval_transform, load_model
+from ..train.tensor_data import decode_split
 from .attention import patch_attention_maps
 
 __all__ = [
@@ -39,7 +41,8 @@ __all__ = [
 
 
 def load_images(dataset: str, models: Sequence[nn.Module], num_images: int, split: str = "test") -> list[torch.Tensor]:
-    """The first ``num_images`` images of ``split``, prepared (resize, crop, normalize) for each of ``models``."""
+    """The readable ones of the first ``num_images`` images of ``split``, prepared (resize, crop, normalize) for each
+    of ``models``."""
     if num_images < 1:
         raise ValueError(f"num_images must be >= 1, got {num_images}")
     raw = load_raw_dataset(dataset)
@@ -47,7 +50,8 @@ def load_images(dataset: str, models: Sequence[nn.Module], num_images: int, spli
         raise ValueError(f"dataset {dataset!r} has no split {split!r}; it has {', '.join(raw)}")
     rows = raw[split].select(range(min(num_images, len(raw[split]))))
     image_column, _ = find_columns(rows.features)
-    pictures = [image.convert("RGB") for image in rows[image_column]]
+    rows = decode_split(rows, image_column, split, skip_bad_images=True, keep_pixels=False).split  # readable ones
+    pictures = [rgb_image(image) for image in rows[image_column]]
     batches = []
     for model in models:
         transform = eval_transform(model)

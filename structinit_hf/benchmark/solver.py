@@ -38,6 +38,7 @@ from ..init import impulse, solvers
 from ..init.apply import impulse_block_targets
 from ..train.data import dataset_source
 from ..train.errors import UsageError
+from ..train.images import rgb_image
 from .arms import ALL_ARMS
 from .attention import init_health
 
@@ -197,7 +198,7 @@ def health_rows(data: Path, num_images: int, arms: list[str]) -> dict:
         torch.manual_seed(0)
         model = timm.create_model(arm.model, **arm.model_kwargs).eval()
         transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))
-        images = torch.stack([transform(image.convert("RGB")) for image in test["img"]])
+        images = torch.stack([transform(rgb_image(image)) for image in test["img"]])
         impulse_init = model.structinit_settings["attention_init"] == "impulse"
         targets = impulse_block_targets(model) if impulse_init else None  # the shifts this build recorded
         rows[name] = init_health(model, images, targets)

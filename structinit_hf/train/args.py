@@ -282,13 +282,13 @@ def _add_split_arguments(parser: argparse.ArgumentParser, evaluation: bool = Fal
         else "fraction of train held out (stratified) for per-epoch validation when the dataset has no "
         "validation split; 0 validates on the evaluation split",
     )
+    splits.add_argument(
+        "--skip-bad-images", action="store_true", help="drop unreadable images (counted in the log) instead of stopping"
+    )
     if evaluation:
         splits.add_argument("--seed", type=int, default=None, help="the hold-out's seed (default: the run's, else 0)")
         return
     splits.add_argument("--max-train-samples", type=int, default=None, help="train on a seeded random subset")
-    splits.add_argument(
-        "--skip-bad-images", action="store_true", help="drop unreadable images (counted in the log) instead of stopping"
-    )
 
 
 def _add_recipe_arguments(parser: argparse.ArgumentParser) -> None:

@@ -102,22 +102,27 @@ def model_family(model_name: str) -> str:
     raise ValueError(f"no model card template for {model_name!r}; card families: {', '.join(MODEL_FAMILIES)}")
 
 
-def hub_dataset_id(dataset: str, dataset_id: str | None = None) -> tuple[str, bool]:
-    """The Hub id to declare in the card and whether the run read a local copy.
+def hub_dataset_id(dataset: str, dataset_id: str | None = None) -> tuple[str | None, bool]:
+    """The Hub id to declare in the card (``None`` for a local dataset that is no copy of a Hub one) and whether the
+    run read a local folder.
 
-    ``dataset`` is what the run trained on (a Hub id or a local path); a local path needs ``dataset_id``, the Hub id
-    of the dataset it is a copy of, because card metadata only links Hub datasets.
+    ``dataset`` is what the run trained on (a Hub id or a local path); ``dataset_id`` names the Hub dataset a local
+    folder is a copy of, so the card links it.
     """
     is_local = Path(dataset).expanduser().exists() or not _HUB_ID.match(dataset)
     chosen = dataset_id if dataset_id is not None else (None if is_local else dataset)
-    if chosen is None:
-        raise ValueError(
-            f"the run trained on the local dataset {dataset!r}; pass dataset_id (--dataset-id) with the Hub id it "
-            "is a copy of, e.g. 'uoft-cs/cifar10'"
-        )
-    if not _HUB_ID.match(chosen):
+    if chosen is not None and not _HUB_ID.match(chosen):
         raise ValueError(f"dataset_id {chosen!r} is not a Hub dataset id ('name' or 'namespace/name')")
     return chosen, is_local
+
+
+def _local_dataset_line(results: dict[str, Any], limit: int = 20) -> str:
+    """A local dataset's classes and sizes as the card states them: ``cat (36 training images), dog (...)``."""
+    per_class = (results.get("images_per_class") or {}).get("train") or {}
+    names = list(per_class) or list(results["label_names"])
+    words = [f"{name} ({per_class[name]:,} training images)" if name in per_class else name for name in names[:limit]]
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(words) + more
 
 
 def count_parameters(weights: str | os.PathLike) -> int:
@@ -234,7 +239,7 @@ def _card_metadata(results: dict[str, Any], dataset: str, repo_name: str, licens
         pipeline_tag="image-classification",
         license=license,
         tags=list(CARD_TAGS),
-        datasets=[dataset],
+        datasets=[dataset] if _HUB_ID.match(dataset) else None,
         metrics=["accuracy"],
         eval_results=[
             EvalResult(metric_type=metric, metric_name=name, metric_value=results[field], **eval_common)
@@ -282,11 +287,12 @@ def build_model_card(
     """
     family = model_family(checkpoint_config.get("architecture") or results["model"])
     dataset, dataset_is_local = hub_dataset_id(results["dataset"], dataset_id)
+    local_name = Path(results["dataset"]).name
     attention_init, init = _split_attention_init(results["init"], family)
     architecture = _architecture_context(results, checkpoint_config, num_params)
     repo_name = repo_id.split("/")[-1]
     context = dict(
-        card_data=_card_metadata(results, dataset, repo_name, license).to_yaml(),
+        card_data=_card_metadata(results, dataset or f"local dataset {local_name}", repo_name, license).to_yaml(),
         family=family,
         repo_id=repo_id,
         repo_name=repo_name,
@@ -299,9 +305,11 @@ def build_model_card(
         init_rows=[(name, _format_value(value)) for name, value in init.items()],
         attention_image=attention_image,
         dataset_id=dataset,
+        dataset_text=dataset or "a local dataset",
+        local_classes=None if dataset else _local_dataset_line(results),
         dataset_config=results.get("dataset_config"),
         dataset_is_local=dataset_is_local,
-        local_dataset_name=Path(results["dataset"]).name,
+        local_dataset_name=local_name,
         split=results["split"],
         num_classes=results["num_classes"],
         top1=results["top1"],

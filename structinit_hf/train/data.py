@@ -18,7 +18,10 @@ from urllib.parse import urlparse
 
 import datasets
 import numpy as np
+from datasets.data_files import SPLIT_KEYWORDS
+from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
 from huggingface_hub import constants as hub_constants
+from timm.utils.misc import natural_key
 
 from .errors import UsageError
 
@@ -36,8 +39,10 @@ __all__ = [
     "find_columns",
     "known_label_names",
     "load_image_classification",
+    "check_image_folder",
     "load_raw_dataset",
     "stratified_split",
+    "timm_label_order",
 ]
 
 IMAGE_COLUMNS = ("img", "image")
@@ -90,14 +95,103 @@ def _is_save_to_disk_folder(path: Path) -> bool:
     return any((path / name).is_file() for name in _SAVE_TO_DISK_FILES)
 
 
+# folder names datasets reads as splits (train/, test/, validation/, ...), as it spells them
+_SPLIT_FOLDERS = {keyword for keywords in SPLIT_KEYWORDS.values() for keyword in keywords}
+
+
+def _image_files(folder: Path) -> list[Path]:
+    extensions = {extension.lower() for extension in ImageFolder.EXTENSIONS}
+    return sorted(path for path in folder.rglob("*") if path.suffix.lower() in extensions and path.is_file())
+
+
+def check_image_folder(folder: Path) -> None:
+    """Refuse, in one line naming the file or folder, an image folder whose labels would not be its class folders.
+
+    An image folder is one sub-folder per class with its images directly inside, optionally under split folders
+    (``train/``, ``test/``, ...). ``datasets`` labels an image by its parent folder's name: a nested folder
+    (``cat/indoor/1.jpg``) would train as class ``indoor``, and an image outside any class folder, or a class with a
+    sub-folder of its own, leaves the whole dataset without labels. An empty class folder would be dropped silently.
+    A folder of parquet, arrow, csv or json files is not an image folder and is not checked."""
+    images = _image_files(folder)
+    if not images or any(
+        path.suffix in (".parquet", ".arrow", ".csv", ".jsonl", ".json") for path in folder.rglob("*")
+    ):
+        return
+    relative = [path.relative_to(folder).parts for path in images]
+    by_split = all(len(parts) > 1 and parts[0].lower() in _SPLIT_FOLDERS for parts in relative)
+    inner = [parts[1:] if by_split else parts for parts in relative]
+    where = "its split folders" if by_split else "the folder"
+    stray = [Path(*parts) for parts, rest in zip(relative, inner, strict=True) if len(rest) == 1]
+    if stray:
+        more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
+        raise UsageError(
+            f"--dataset {folder}: the image {stray[0]}{more} is not in a class folder; an image folder holds one "
+            f"sub-folder per class directly in {where}, each image in its class's: move it into one, or remove it"
+        )
+    nested = [Path(*parts) for parts, rest in zip(relative, inner, strict=True) if len(rest) > 2]
+    if nested:
+        depth = len(nested[0].parts) - 1 - by_split
+        more = f" (and {len(nested) - 1} more)" if len(nested) > 1 else ""
+        raise UsageError(
+            f"--dataset {nested[0].parent}: a sub-folder {depth} levels deep (its image {nested[0]}{more}); an image "
+            f"folder takes images directly in their class folder (1 level deep): move them up into "
+            f"{nested[0].parts[int(by_split)]}/, or make each sub-folder a class folder of its own"
+        )
+    class_folders = [
+        path
+        for top in ([folder / name for name in {parts[0] for parts in relative}] if by_split else [folder])
+        for path in top.iterdir()
+        if path.is_dir() and not path.name.startswith(".")
+    ]
+    empty = sorted(str(path.relative_to(folder)) for path in class_folders if not _image_files(path))
+    if empty:
+        raise UsageError(
+            f"--dataset {folder}: the class folder(s) {', '.join(empty)} hold no images; add images or remove them "
+            "(a class without images cannot be learnt)"
+        )
+
+
+def timm_label_order(names: Sequence[str]) -> list[str]:
+    """Class names in the order timm's ``ImageFolder`` numbers class folders (``natural_key``: numbers by value,
+    letters without case), so a run scores the same through timm's ``validate.py`` as through ``evaluate``."""
+    return sorted(names, key=natural_key)
+
+
+def _in_timm_label_order(split: datasets.Dataset, label_column: str = "label") -> datasets.Dataset:
+    """An image folder's split with its class ids renumbered from ``datasets``' order (sorted names) to timm's."""
+    names = split.features[label_column].names
+    ordered = timm_label_order(names)
+    if ordered == names:
+        return split
+    new_id = [ordered.index(name) for name in names]
+    features = split.features.copy()
+    features[label_column] = datasets.ClassLabel(names=ordered)
+    return split.map(
+        lambda labels: {label_column: [new_id[label] for label in labels]},
+        input_columns=label_column,
+        batched=True,
+        features=features,
+    )
+
+
+def _is_image_folder(split: datasets.Dataset) -> bool:
+    return split.info.builder_name == "imagefolder" and isinstance(split.features.get("label"), datasets.ClassLabel)
+
+
 def load_raw_dataset(dataset: str, config: str | None = None) -> datasets.DatasetDict:
-    """Load ``dataset`` (Hub id, local data folder or ``save_to_disk`` folder) as a ``DatasetDict``."""
+    """Load ``dataset`` (Hub id, local data folder or ``save_to_disk`` folder) as a ``DatasetDict``.
+
+    A local image folder is checked first (:func:`check_image_folder`) and its classes are numbered in timm's
+    order (:func:`timm_label_order`)."""
     path = Path(dataset).expanduser()
     if path.is_dir():
         if _is_save_to_disk_folder(path):
             loaded = datasets.load_from_disk(str(path))
         else:
+            check_image_folder(path)
             loaded = datasets.load_dataset(str(path), name=config)
+            if isinstance(loaded, datasets.DatasetDict) and all(map(_is_image_folder, loaded.values())):
+                loaded = datasets.DatasetDict({name: _in_timm_label_order(split) for name, split in loaded.items()})
     elif path.exists() or dataset.startswith((".", "/", "~")):
         raise ValueError(f"dataset {dataset!r} is not a folder; pass a Hub id or a folder that datasets can load")
     else:
@@ -220,10 +314,41 @@ class ImageClassificationData:
     image_column: str
     label_column: str
     label_names: list[str]
+    source_sizes: tuple[tuple[int, int], tuple[int, int]] | None = None  # (width, height) smallest and largest read
+    held_out_fraction: float | None = None  # of the training split's rows, when the validation split was carved
 
     @property
     def num_classes(self) -> int:
         return len(self.label_names)
+
+    def images_per_class(self) -> dict[str, dict[str, int]]:
+        """Images of each class in each split: ``{split name: {class name: count}}`` (train, validation,
+        evaluation)."""
+        named = {"train": self.train, self.validation_split: self.validation, self.evaluation_split: self.evaluation}
+        return {
+            name: dict(zip(self.label_names, class_counts(split, self.label_column, self.num_classes), strict=True))
+            for name, split in named.items()
+            if split is not None
+        }
+
+    def describe_inputs(self, input_size: Sequence[int]) -> str:
+        """What a run trains and scores on, in one line: input resolution, the sizes it was resized from, images per
+        class per split and the fraction actually held out."""
+        height, width = input_size[-2:]
+        words = [f"input {width}x{height} px"]
+        if self.source_sizes is not None:
+            (w0, h0), (w1, h1) = self.source_sizes
+            words[0] += (
+                f" (resized from {w0}x{h0})" if (w0, h0) == (w1, h1) else f" (resized from {w0}x{h0} to {w1}x{h1})"
+            )
+        spans = []
+        for name, counts in self.images_per_class().items():
+            low, high = min(counts.values(), default=0), max(counts.values(), default=0)
+            spans.append(f"{name} {low}" if low == high else f"{name} {low} to {high}")
+        words.append(f"images per class: {', '.join(spans)}")
+        if self.held_out_fraction is not None:
+            words.append(f"{self.held_out_fraction:.1%} of the training images held out for validation")
+        return "; ".join(words)
 
 
 def _split_named(raw: datasets.DatasetDict, name: str | None, what: str) -> datasets.Dataset:
@@ -294,12 +419,23 @@ def load_image_classification(
     raw = datasets.DatasetDict({name: split.select_columns([image, label]) for name, split in raw.items()})
 
     train = _split_named(raw, train_split, "train") if train_split is not None else None
+    if train is not None:
+        check_trained_classes(raw, train_split, label, _label_names(train, label))
+    rows = len(train) if train is not None else 0
     train, validation, validation_name = _validation_split(raw, train, train_split, val_split, label, seed)
+    held_out = len(validation) / rows if train is not None and "held-out" in (validation_name or "") else None
     if eval_split is None:
         eval_split = "test" if "test" in raw else validation_name
     if eval_split is None:
-        raise ValueError(
-            f"no split to evaluate on: the dataset has splits {', '.join(raw)}; pass --eval-split or --val-split"
+        only = next(iter(raw)) if len(raw) == 1 else None
+        fits = (
+            f"--eval-split {only} (every image, those trained on included) or --val-split 0.1"
+            if only
+            else (f"--eval-split with one of {', '.join(raw)}")
+        )
+        raise UsageError(
+            f"no split to evaluate on: the dataset has splits {', '.join(raw)} and no test or validation split; "
+            f"pass {fits}"
         )
     evaluation = validation if eval_split == validation_name else _split_named(raw, eval_split, "evaluation")
     if validation is None:
@@ -316,7 +452,30 @@ def load_image_classification(
         image_column=image,
         label_column=label,
         label_names=_label_names(train if train is not None else evaluation, label),
+        held_out_fraction=held_out,
     )
+
+
+def class_counts(split: datasets.Dataset, label_column: str, num_classes: int) -> list[int]:
+    """How many rows of ``split`` each class id ``0 .. num_classes - 1`` has."""
+    labels = np.asarray(split[label_column], dtype=np.int64)
+    return np.bincount(labels, minlength=num_classes)[:num_classes].tolist()
+
+
+def check_trained_classes(raw: datasets.DatasetDict, train_split: str, label_column: str, names: list[str]) -> None:
+    """Refuse, in one line, classes that have images in another split but none in ``train_split``: the model would
+    have an output for them that no image trained (a class present only in ``test/``)."""
+    trained = class_counts(raw[train_split], label_column, len(names))
+    for name, split in raw.items():
+        if name == train_split:
+            continue
+        counts = class_counts(split, label_column, len(names))
+        missing = [names[k] for k in range(len(names)) if trained[k] == 0 and counts[k] > 0]
+        if missing:
+            raise UsageError(
+                f"class(es) {', '.join(map(repr, missing))}: images in the {name!r} split but none in "
+                f"{train_split!r}; a model cannot learn a class it never sees: add training images, or remove the class"
+            )
 
 
 def known_label_names(data: DataSettings) -> list[str] | None:
@@ -331,7 +490,14 @@ def known_label_names(data: DataSettings) -> list[str] | None:
             features = split.features
         else:
             source = str(path) if path.is_dir() else data.dataset
-            features = datasets.load_dataset_builder(source, name=data.dataset_config).info.features
+            builder = datasets.load_dataset_builder(source, name=data.dataset_config)
+            features = builder.info.features
+            if (
+                path.is_dir()
+                and builder.name == "imagefolder"
+                and isinstance(features.get("label"), datasets.ClassLabel)
+            ):
+                return timm_label_order(features["label"].names)
         _, label = find_columns(features, data.image_column, data.label_column)
     except Exception:  # noqa: BLE001  no usable metadata: the labels come from the loaded dataset instead
         return None

@@ -21,6 +21,7 @@ from timm.data import create_transform
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from .errors import UsageError
+from .images import rgb_image
 
 if TYPE_CHECKING:
     from .args import Recipe
@@ -67,7 +68,7 @@ def split_item(item: int | tuple[int, int]) -> tuple[int, int | None]:
 
 
 class TransformedImages(Dataset):
-    """A ``datasets`` split as ``(image tensor, label)`` pairs; grayscale, RGBA and palette images become RGB.
+    """A ``datasets`` split as ``(image tensor, label)`` pairs, each image decoded by :func:`.images.rgb_image`.
 
     An item is a row, or ``(row, seed)``: the transform then runs under :func:`seeded_random_state`.
     """
@@ -86,8 +87,7 @@ class TransformedImages(Dataset):
             raise UsageError(
                 f"column {self.image_column!r} holds {type(image).__name__}, not images; set --image-column"
             )
-        if image.mode != "RGB":
-            image = image.convert("RGB")
+        image = rgb_image(image)
         if seed is None:
             return self.transform(image), int(row[self.label_column])
         with seeded_random_state(seed):

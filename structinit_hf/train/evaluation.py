@@ -37,6 +37,7 @@ from .loading import (
     num_outputs,
 )
 from .model_kwargs import check_model_kwargs
+from .tensor_data import decode_split
 
 __all__ = [
     "evaluate",
@@ -262,6 +263,13 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
         seed=splits["seed"],
     )
     _say_what_is_scored(args, data, splits, accelerator.print)
+    checked = decode_split(  # every image read once before scoring: an unreadable one is named, or skipped
+        data.evaluation, data.image_column, data.evaluation_split, workers=args.workers,
+        skip_bad_images=args.skip_bad_images, keep_pixels=False,
+    )  # fmt: skip
+    data.evaluation = checked.split
+    if checked.skipped:
+        accelerator.print(f"--skip-bad-images: skipped {checked.skipped} unreadable image(s) of the scored split")
     if timm.is_model(args.model) and num_outputs(model) != data.num_classes:  # a new model: a head for this data
         model.reset_classifier(data.num_classes)
     if num_outputs(model) != data.num_classes:

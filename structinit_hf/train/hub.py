@@ -272,7 +272,12 @@ def push_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repo-id", required=True, help="model repo to create or update, 'namespace/name'")
     parser.add_argument("--private", action="store_true", help="create the repo private")
     parser.add_argument("--revision", default=None, help="branch to commit to (created if missing); default main")
-    parser.add_argument("--dataset-id", default=None, help="Hub id of the dataset when the run read a local copy")
+    parser.add_argument(
+        "--dataset-id",
+        default=None,
+        help="Hub id of the dataset when the run read a local copy of one "
+        "(left out for a local dataset of your own: the card says so, with its classes and sizes)",
+    )
     parser.add_argument("--license", default="apache-2.0", help="license id declared in the card")
     parser.add_argument("--dry-run", action="store_true", help="print files and card; no network call")
     return parser

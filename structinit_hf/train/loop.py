@@ -182,6 +182,10 @@ def finish_run(run: Run) -> dict[str, Any]:
     record["mixed_precision"] = run.accelerator.mixed_precision  # what trained (fp16 is refused on a CPU)
     record["fine_tuned_from"] = run.fine_tuned_from
     record["train_images"] = len(data.train)
+    record["input_size"] = list(run.input_size)  # what the model saw: channels, height, width
+    record["source_sizes"] = [list(size) for size in data.source_sizes] if data.source_sizes else None
+    record["images_per_class"] = data.images_per_class()
+    record["held_out_fraction"] = data.held_out_fraction
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         trained = run.ema.module if run.ema is not None else accelerator.unwrap_model(run.model)

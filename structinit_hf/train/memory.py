@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .args import Recipe
 
 __all__ = [
+    "DECODE_OVERHEAD",
     "GB",
     "HEADROOM",
     "MemoryPlan",
@@ -42,6 +43,9 @@ __all__ = [
 # measured peak growth of a training step per image / saved activations per image, rounded up
 # (ViT-Tiny, 32 px, patch 2, depth 12, fp32 on CPU; scripts/benchmark_memory.py)
 STEP_OVERHEAD = 1.5
+
+
+DECODE_OVERHEAD = 4  # peak bytes of decoding one image / its RGB pixels: the file's decode, upright copy, resize
 
 
 HEADROOM = 0.7  # of the available memory a run plans on: the allocator's fragmentation, other processes growing
@@ -196,10 +200,13 @@ def plan_memory(
     local_processes: int,
     grad_accum: int | None,
     accumulation_from: str | None,
+    decode_bytes: int = 0,
 ) -> MemoryPlan:
     """The micro-batch of each process: the largest whose estimated peak fits the memory this process may use
     (the machine's available memory shared among its processes), unless ``grad_accum`` (the flag's, or the resumed
-    run's: ``accumulation_from``) fixes it; refuse, in one line and before the first step, a run that cannot fit."""
+    run's: ``accumulation_from``) fixes it. ``decode_bytes`` is what decoding the largest source image takes in this
+    process (nothing when DataLoader workers decode). Refuse, in one line and before the first step, a run that
+    cannot fit."""
     device = processes.device
     per_process = recipe.batch_size // processes.num_processes
     available = available_memory_bytes(device)
@@ -207,7 +214,7 @@ def plan_memory(
         available //= local_processes
     parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     states = 3 + (1 if recipe.model_ema else 0)  # gradients, two AdamW moments, the EMA copy
-    base = process_memory_bytes(device) + states * parameter_bytes
+    base = process_memory_bytes(device) + states * parameter_bytes + decode_bytes
     per_image = round(saved_bytes_per_image(model, input_size, device, precision) * STEP_OVERHEAD)
     even = bool(recipe.mixup or recipe.cutmix)
     plan = fit_micro_batch(per_process, base, per_image, available, grad_accum, even)

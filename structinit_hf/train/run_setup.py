@@ -42,7 +42,7 @@ from .loading import (
     load_model,
     model_data_config,
 )
-from .memory import MemoryPlan, plan_memory
+from .memory import DECODE_OVERHEAD, MemoryPlan, plan_memory
 from .model_kwargs import check_model_kwargs
 from .run_folder import ResumePoint, RunLock, default_output_dir, lock_run_folder, open_run_folder, start_run_state
 from .step import TrainingStep
@@ -124,6 +124,7 @@ class Run:
     mixup: Mixup | None
     recipe: Recipe  # settings.recipe with the global batch that trains (fitted to a small training split)
     micro_batch: int
+    input_size: tuple[int, ...]  # the model's (channels, height, width)
     state: RunState
     lock: RunLock | None  # run.lock of the output folder (held by the main process)
 
@@ -191,22 +192,24 @@ def _setup_locked_run(
     check_model_kwargs(settings.model.model_kwargs, settings.model.model)
 
     (model, init, fine_tuned_from), data = _model_and_data(settings, processes)
-    recipe = fit_batch(settings.recipe, len(data.train), processes.num_processes, processes.print)
     data_config = model_data_config(model)
     *images, pipeline = training_datasets(
         data,
         data_config,
-        recipe.augmentation(),
+        settings.recipe.augmentation(),
         pipeline=settings.speed.input_pipeline,
         workers=defaults.workers,
         skip_bad_images=settings.data.skip_bad_images,
         log=processes.print,
     )
+    recipe = fit_batch(settings.recipe, len(data.train), processes.num_processes, processes.print)  # after the drop
     model = model.to(processes.device)  # as prepare() would: the memory probe runs where training will
     input_size = tuple(data_config["input_size"])
+    largest = data.source_sizes[1] if data.source_sizes else (0, 0)
+    decode_bytes = 0 if defaults.workers else DECODE_OVERHEAD * 3 * largest[0] * largest[1]  # workers decode apart
     plan = plan_memory(
         recipe, processes, model, input_size, defaults.mixed_precision, local_processes, resume.grad_accum,
-        resume.accumulation_from,
+        resume.accumulation_from, decode_bytes,
     )  # fmt: skip
     # what trains is what results.json, the trackers, the resume check and the card record
     flags = settings.flags(mixed_precision=defaults.mixed_precision, grad_accum=plan.grad_accum)
@@ -227,7 +230,7 @@ def _setup_locked_run(
     scheduler = _schedule(recipe, optimizer, len(data.train), accelerator.print)
     mixup, criterion = _mixup_and_criterion(recipe, data.num_classes)
     state = start_run_state(flags, accelerator, output_dir, resume, ema, model)
-    _print_banner(settings, recipe, accelerator, defaults, data, plan, pipeline, resume)
+    _print_banner(settings, recipe, accelerator, defaults, data, plan, pipeline, resume, input_size)
     if fine_tuned_from is not None:
         accelerator.print(describe_fine_tuning(fine_tuned_from, data.num_classes))
     return Run(
@@ -236,6 +239,7 @@ def _setup_locked_run(
         step=TrainingStep(model, criterion, accelerator, optimizer, compile=defaults.compile),
         optimizer=optimizer, scheduler=scheduler, train_loader=train_loader, val_loader=val_loader,
         eval_loader=eval_loader, ema=ema, mixup=mixup, recipe=recipe, micro_batch=plan.micro_batch, state=state,
+        input_size=input_size,
         lock=lock,
     )  # fmt: skip
 
@@ -310,8 +314,10 @@ def _print_banner(
     plan: MemoryPlan,
     pipeline: str,
     resume: ResumePoint,
+    model_input_size: tuple[int, ...],
 ) -> None:
-    """The run in one line (model, data, how the batch splits, device and speed settings), then its memory plan."""
+    """The run in one line (model, data, how the batch splits, device and speed settings), then what it trains on
+    (input resolution, source sizes, images per class, the fraction held out), then its memory plan."""
     batch = recipe.batch_size
     accelerator.print(
         f"{settings.model.model} on {settings.data.dataset}: {len(data.train)} train / {len(data.validation)} val "
@@ -321,5 +327,6 @@ def _print_banner(
         f"steps/epoch; {accelerator.device}, precision {defaults.mixed_precision}, "
         f"{'compiled' if defaults.compile else 'eager'}, {defaults.workers} workers, {pipeline} input pipeline"
     )
+    accelerator.print(data.describe_inputs(model_input_size))
     fitted = {"flag": "--grad-accum", "checkpoint": "the run's --grad-accum"}.get(resume.accumulation_from, "fitted")
     accelerator.print(f"memory per process: micro-batch {plan.micro_batch} ({fitted}): {plan.describe()}")

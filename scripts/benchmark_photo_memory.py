@@ -1,0 +1,17 @@
+"""Peak memory of a run on 12-megapixel photos beside its banner's estimate, for both input pipelines.
+
+    python scripts/benchmark_photo_memory.py                 # 300 photos, tensor and pil pipelines
+    python scripts/benchmark_photo_memory.py --images 60 --pipelines pil --output /tmp/photos.json
+
+How it is measured: :mod:`structinit_hf.benchmark.photo_memory`.
+"""
+
+import sys
+
+from structinit_hf.train.commands import run_script, script_imports
+
+with script_imports():
+    from structinit_hf.benchmark.photo_memory import measure_photo_memory, photo_memory_parser
+
+if __name__ == "__main__":
+    sys.exit(run_script(photo_memory_parser(), measure_photo_memory))
