@@ -84,16 +84,25 @@ def test_every_input_path_decodes_each_kind_of_image_the_same(tmp_path):
     assert np.array_equal(np.array(rgb_image(Image.open(paths["a/exif_rotated.jpg"]))), np.array(upright))
     assert not np.array_equal(np.array(upright), np.array(raw))  # the tag matters: the test can tell
     assert np.array_equal(np.array(load_image(paths["a/exif_rotated.jpg"])), np.array(upright))  # pipeline's decode
-    for name in ("a/gray16.png", "a/int32.tiff", "a/float.tiff"):
+    gray16 = np.asarray(Image.open(paths["a/gray16.png"]), dtype=np.float64)
+    pixels = np.array(rgb_image(Image.open(paths["a/gray16.png"])))  # 16 bits: scaled over 0..65535, not clipped
+    assert np.array_equal(pixels[..., 0], np.round(gray16 * 255 / 65535)) and pixels.max() < 255
+    for name in ("a/int32.tiff", "a/float.tiff"):  # values beyond 16 bits / beyond 0..1: over the image's own range
         pixels = np.array(rgb_image(Image.open(paths[name])))
-        assert pixels.min() == 0 and pixels.max() == 255 and len(np.unique(pixels)) > 100, name  # scaled, not clipped
+        assert pixels.min() == 0 and pixels.max() == 255 and len(np.unique(pixels)) > 100, name
         assert np.array_equal(pixels[..., 0], pixels[..., 2])  # gray: the same in every channel
 
 
 @pytest.mark.parametrize("mode", ["I;16", "F"])
-def test_a_flat_high_bit_depth_image_is_black_not_an_error(mode):
-    image = Image.fromarray(np.full((4, 4), 300, dtype=np.uint16 if mode == "I;16" else np.float32))
-    assert image.mode == mode and np.array(rgb_image(image)).max() == 0
+def test_dark_and_bright_high_bit_depth_scans_stay_apart(mode):
+    """A flat dark and a flat bright scan keep their brightness (a per-image stretch would make both black)."""
+    dtype, dark, bright, top = (np.uint16, 4000, 60000, 65535) if mode == "I;16" else (np.float32, 0.2, 0.8, 1.0)
+    levels = []
+    for level in (dark, bright):
+        image = Image.fromarray(np.full((4, 4), level, dtype=dtype))
+        assert image.mode == mode
+        levels.append(int(np.array(rgb_image(image)).max()))
+    assert levels == [round(dark * 255 / top), round(bright * 255 / top)]
 
 
 def _folder(root, files: dict[str, int]):
