@@ -295,7 +295,7 @@ def model_family(model: nn.Module) -> str:
     if _mixer_layout(model) is not None:
         return "mixer"
     raise ValueError(
-        f"{type(model).__name__} has no layers structured init can handle; expected a timm VisionTransformer "
+        f"{type(model).__name__} has no attention layers structured init can handle; expected a timm VisionTransformer "
         "(blocks[i].attn.qkv), a transformers ViT (layers[i].attention.q_proj ...), a timm SwinTransformer "
         "(layers[i].blocks[j].attn.relative_position_bias_table) or a timm MlpMixer (blocks[i].mlp_tokens)"
     )
