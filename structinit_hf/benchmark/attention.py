@@ -147,7 +147,7 @@ def init_health(
 
 
 def _window_targets(window: tuple[int, int], shifts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per head and query of a ``Wh x Ww`` window: the key index ``query + (dy, dx)`` and whether it is in the window."""
+    """Per head and query of a ``Wh x Ww`` window: the key ``query + (dy, dx)`` and whether it is in the window."""
     wh, ww = window
     rows, cols = torch.arange(wh).repeat_interleave(ww), torch.arange(ww).repeat(wh)
     target_rows, target_cols = rows + shifts[:, :1], cols + shifts[:, 1:]
