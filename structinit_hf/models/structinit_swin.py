@@ -78,13 +78,13 @@ def _create_swin(variant: str, pretrained: bool = False, **kwargs: Any) -> Struc
 
 
 def _cifar_cfg(**kwargs: Any) -> dict[str, Any]:
-    return cifar_cfg(classifier="head.fc", license="mit", **kwargs)
+    return cifar_cfg(**{"classifier": "head.fc", "license": "mit", "pool_size": (2, 2), **kwargs})  # 32 px: a 2x2 map
 
 
 def _imagenet_cfg(**kwargs: Any) -> dict[str, Any]:
     return _cifar_cfg(
         num_classes=1000, input_size=(3, 224, 224), crop_pct=0.9, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD,
-        **kwargs,
+        **{"pool_size": (7, 7), **kwargs},
     )  # fmt: skip
 
 
