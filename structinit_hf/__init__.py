@@ -18,7 +18,9 @@ from .init.impulse import impulse_shifts, impulse_targets, pseudo_input, sincos_
 from .init.mimetic import mimetic_qk, mimetic_vo
 from .init.options import INIT_METHODS, ImpulseOptions
 from .init.solvers import solve_qk
-from .models import convit_baseline, structinit_vit  # noqa: F401  (registers the models with timm)
+from .models import convit_baseline, structinit_mixer, structinit_swin, structinit_vit  # noqa: F401  (registers)
+from .models.structinit_mixer import StructInitMlpMixer
+from .models.structinit_swin import StructInitSwinTransformer
 from .models.structinit_vit import StructInitVisionTransformer
 
 __version__ = "0.2.0"
@@ -37,6 +39,8 @@ __all__ = [
     "StructInitViTConfig",
     "StructInitViTForImageClassification",
     "StructInitViTModel",
+    "StructInitMlpMixer",
+    "StructInitSwinTransformer",
     "StructInitVisionTransformer",
     "apply_structured_init",
     "impulse_shifts",

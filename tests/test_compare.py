@@ -165,3 +165,36 @@ def test_the_learning_rate_follows_the_head_dimension(argv, lr, capsys):
     profile = compare_inits._profile(args)
     assert profile.recipe["lr"] == lr and args.lr == lr
     assert f"--lr {lr}" in compare_inits._command(args, Path("out"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "family, model_kwargs, arms",
+    [
+        ("swin", ["depths=(1, 1)"], ["swin-default", "swin-mimetic", "swin-impulse3"]),
+        ("mixer", ["num_blocks=1"], ["mixer-default", "mixer-impulse3"]),
+    ],
+)
+def test_compare_family_trains_that_architectures_arms_against_its_default(
+    tmp_path, capsys, family, model_kwargs, arms
+):
+    """``--family``: the arms default to the family's, are built at its proxy geometry, and are compared with the
+    family's timm default."""
+    out = tmp_path / family
+    tiny = ["--epochs", "1", "--max-train-samples", "64", "--batch-size", "32", "--model-kwargs", *model_kwargs]
+    assert main(["compare", "--family", family, *tiny, "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    record = json.loads((out / "results.json").read_text())
+    assert list(record["top1"]) == arms
+    assert set(record["vs_default"]) == set(arms[1:])
+    run = json.loads((out / f"{arms[-1]}-seed0" / "results.json").read_text())
+    assert run["model"] == compare_inits.ALL_ARMS[arms[-1]].model and run["init"]["family"] == family
+    assert run["model_kwargs"]["img_size"] == 16 and run["args"]["lr"] == 1e-3
+    assert "| " + compare_inits.arm_label(arms[-1]) in printed
+
+
+def test_compare_family_refuses_another_architectures_arms(capsys):
+    assert main(["compare", "--family", "mixer", "--arms", "mixer-default", "impulse3"]) == 2
+    assert "--arms impulse3: not mixer arms (--family mixer); allowed: mixer-default, mixer-impulse3" in (
+        capsys.readouterr().err
+    )

@@ -27,9 +27,25 @@ OUR_NAMES = [
 ]
 
 
+# the Swin and Mixer names (tests/test_families.py builds them)
+FAMILY_NAMES = [
+    "swin_tiny_patch2_window4_32",
+    "swin_tiny_impulse3_patch2_window4_32",
+    "swin_tiny_mimetic_patch2_window4_32",
+    "swin_tiny_impulse3_patch4_window7_224",
+    "swin_tiny_mimetic_patch4_window7_224",
+    "mixer_s4_32",
+    "mixer_s4_impulse3_32",
+    "mixer_s16_impulse3_224",
+]
+
+
 def test_names_are_listed_and_timm_names_are_not_shadowed() -> None:
-    assert set(OUR_NAMES) <= set(timm.list_models())
-    assert set(timm.list_models("*impulse*")) == {n for n in OUR_NAMES if "impulse" in n}
+    assert set(OUR_NAMES + FAMILY_NAMES) <= set(timm.list_models())
+    assert set(timm.list_models("*impulse*")) == {n for n in OUR_NAMES + FAMILY_NAMES if "impulse" in n}
+    ours = set(timm.list_models(module="structinit_swin")) | set(timm.list_models(module="structinit_mixer"))
+    assert ours == set(FAMILY_NAMES)
+    assert not ours & (set(timm.list_models(module="swin_transformer")) | set(timm.list_models(module="mlp_mixer")))
     stock = timm.create_model("vit_tiny_patch16_224")
     assert stock.cls_token is not None and stock.patch_embed.img_size == (224, 224)
     assert type(timm.create_model("convit_tiny")).__name__ == "ConVit"

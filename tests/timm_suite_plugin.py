@@ -26,7 +26,7 @@ from timm.models import model_entrypoint, split_model_name_tag
 import structinit_hf
 
 PACKAGE = structinit_hf.__name__
-RUN_ONCE_FILTERS = ["*_patch16_224"]  # the 224 px models: built once, in RUN_ONCE_TEST, not in every test
+RUN_ONCE_FILTERS = ["*_224"]  # the 224 px models (ViT, Swin, Mixer): built once, in RUN_ONCE_TEST, not in every test
 RUN_ONCE_TEST = "test_model_forward"
 FEATURE_FILTER_LIST = "FEAT_INTER_FILTERS"  # test_models.py's list of modules with forward_intermediates()
 

@@ -14,10 +14,13 @@ __all__ = [
     "ALL_ARMS",
     "ARMS",
     "Arm",
+    "FAMILY_ARMS",
     "DIAGNOSIS_ARMS",
     "FIRST_IMPULSE_DEFAULTS",
     "PAPER_TABLE2",
+    "MIXER_ARMS",
     "STUDIES",
+    "SWIN_ARMS",
     "arm_label",
     "select_arms",
     "study_arm_names",
@@ -34,6 +37,7 @@ class Arm:
     model_kwargs: dict[str, Any] = field(default_factory=dict)
     paper_row: str | None = None  # key of PAPER_TABLE2, None where the paper reports no figure
     label: str = ""  # the arm's name in tables and plots; its ``name`` where empty
+    family: str = "vit"  # the architecture its model is: "vit" (ConViT included), "swin" or "mixer"
 
     def __post_init__(self) -> None:
         if not self.label:
@@ -216,10 +220,73 @@ DIAGNOSIS_ARMS: dict[str, Arm] = {
 }
 
 
+# The other families (``compare --family``, the cpu-proxy-n2500-swin / -mixer profiles): timm's default, the impulse
+# init (Swin: into the relative position bias; Mixer: the token MLP as a shift) and, for Swin, mimetic.
+SWIN_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm(
+            "swin-default",
+            "Swin, timm default (trunc normal, std 0.02)",
+            "swin_tiny_patch2_window4_32",
+            label="Swin, timm's default (trunc normal)",
+            family="swin",
+        ),
+        Arm(
+            "swin-impulse3",
+            "Swin, impulse 3x3 in the relative position bias (value/output as drawn)",
+            "swin_tiny_impulse3_patch2_window4_32",
+            label="Swin, impulse 3x3 (bias)",
+            family="swin",
+        ),
+        Arm(
+            "swin-impulse3-mimeticvo",
+            "Swin, impulse 3x3 in the relative position bias, mimetic value/output",
+            "swin_tiny_impulse3_patch2_window4_32",
+            {"value_init": "mimetic"},
+            label="Swin, impulse 3x3 (bias) + mimetic V/O",
+            family="swin",
+        ),
+        Arm(
+            "swin-mimetic",
+            "Swin, mimetic q/k/v/proj",
+            "swin_tiny_mimetic_patch2_window4_32",
+            label="Swin, mimetic",
+            family="swin",
+        ),
+    )
+}
+
+
+MIXER_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm(
+            "mixer-default",
+            "MLP-Mixer, timm default (xavier uniform)",
+            "mixer_s4_32",
+            label="Mixer, timm's default",
+            family="mixer",
+        ),
+        Arm(
+            "mixer-impulse3",
+            "MLP-Mixer, every token MLP a random 3x3 shift",
+            "mixer_s4_impulse3_32",
+            label="Mixer, impulse 3x3 (token MLP)",
+            family="mixer",
+        ),
+    )
+}
+
+
+# per family: its arms, the default arm and what `compare --family` trains by default
+FAMILY_ARMS: dict[str, dict[str, Arm]] = {"vit": ARMS, "swin": SWIN_ARMS, "mixer": MIXER_ARMS}
+
+
 ABLATION_REFERENCES = ("default", "mimetic", "impulse3")
 
 
-ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS, **DIAGNOSIS_ARMS}  # every arm --arms accepts
+ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS, **DIAGNOSIS_ARMS, **SWIN_ARMS, **MIXER_ARMS}  # what --arms takes
 
 
 STUDIES = ("main", "ablation")

@@ -29,6 +29,7 @@ __all__ = [
     "init_health",
     "patch_attention_maps",
     "qk_spectral_norms",
+    "swin_target_mass",
     "timm_attention_maps",
 ]
 
@@ -142,4 +143,69 @@ def init_health(
         if block_targets is not None:
             row.update(target_fidelity(attention, block_targets[index].to(attention.device)))
         rows.append(row)
+    return rows
+
+
+def _window_targets(window: tuple[int, int], shifts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per head and query of a ``Wh x Ww`` window: the key ``query + (dy, dx)`` and whether it is in the window."""
+    wh, ww = window
+    rows, cols = torch.arange(wh).repeat_interleave(ww), torch.arange(ww).repeat(wh)
+    target_rows, target_cols = rows + shifts[:, :1], cols + shifts[:, 1:]
+    inside = (target_rows >= 0) & (target_rows < wh) & (target_cols >= 0) & (target_cols < ww)
+    return torch.where(inside, target_rows * ww + target_cols, 0), inside
+
+
+@torch.no_grad()
+def swin_target_mass(model: nn.Module, images: torch.Tensor) -> list[dict[str, float]]:
+    """Per block of an impulse-initialized timm ``SwinTransformer`` (``model.structinit_shifts``), on ``images``:
+
+    - ``reachable``: share of (query, head) pairs whose target ``query + (dy, dx)`` is in the query's window and not
+      masked (a shifted block masks the pairs that wrapped around the image); the others cannot attend to it;
+    - ``target_mass``: mean attention on the target over the reachable pairs; ``hit_rate``: share of them whose
+      argmax is the target;
+    - ``fallback_mass``: for the unreachable pairs, the largest weight any one key gets (mean): where attention goes
+      instead (1 / keys is uniform).
+
+    The maps are recomputed from each window attention's inputs as timm's unfused path computes them:
+    ``softmax(q k^T / sqrt(d) + bias + mask)``.
+    """
+    records: list[tuple[nn.Module, torch.Tensor, torch.Tensor | None]] = []
+    attentions = [m for m in model.modules() if hasattr(m, "relative_position_bias_table")]
+
+    def keep(module: nn.Module, args: tuple, kwargs: dict) -> None:
+        records.append((module, args[0], kwargs.get("mask", args[1] if len(args) > 1 else None)))
+
+    handles = [m.register_forward_pre_hook(keep, with_kwargs=True) for m in attentions]
+    try:
+        model.eval()(images)
+    finally:
+        for handle in handles:
+            handle.remove()
+    rows = []
+    for (module, x, mask), shifts in zip(records, model.structinit_shifts, strict=True):
+        windows, n, _ = x.shape
+        q, k, _ = module.qkv(x).reshape(windows, n, 3, module.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        logits = (q * module.scale) @ k.transpose(-2, -1) + module._get_rel_pos_bias()
+        if mask is not None:
+            logits = (logits.view(-1, mask.shape[0], module.num_heads, n, n) + mask.unsqueeze(1).unsqueeze(0)).view(
+                windows, module.num_heads, n, n
+            )
+        attention = logits.softmax(-1)
+        target, inside = _window_targets(module.window_size, torch.tensor(shifts))
+        target, inside = target.to(x.device), inside.to(x.device)
+        at_target = attention.gather(-1, target.expand(windows, -1, -1).unsqueeze(-1)).squeeze(-1)
+        masked = torch.zeros_like(at_target, dtype=torch.bool)
+        if mask is not None:  # a target in another image region than its query (mask -100 between them)
+            pair = mask.gather(-1, target.T.unsqueeze(0).expand(mask.shape[0], -1, -1)).permute(0, 2, 1)
+            masked = (pair < 0).repeat(windows // mask.shape[0], 1, 1)
+        reachable = inside.expand_as(at_target) & ~masked
+        hits = attention.argmax(-1) == target
+        rows.append(
+            dict(
+                reachable=reachable.float().mean().item(),
+                target_mass=at_target[reachable].mean().item(),
+                hit_rate=hits[reachable].float().mean().item(),
+                fallback_mass=attention.amax(-1)[~reachable].mean().item() if (~reachable).any() else float("nan"),
+            )
+        )
     return rows

@@ -41,7 +41,7 @@ from ..train.data import (
 from ..train.errors import UsageError
 from ..train.loop import train
 from ..train.run_folder import LOCK_FILE, acquire_run_lock, result_flags
-from .arms import ALL_ARMS, arm_label, select_arms
+from .arms import ALL_ARMS, FAMILY_ARMS, arm_label, select_arms
 from .profiles import PROFILES, BenchmarkDataset, Profile, proxy_lr
 from .report import aggregate_runs, numerics_line, write_outputs
 from .runs import RUN_LOG, RUN_RESULTS, train_argv
@@ -53,6 +53,15 @@ PROFILE = PROFILES["cpu-proxy-n2500"]  # the defaults: the CPU proxy at 2,500 tr
 
 
 DEFAULT_ARMS = ("default", "mimetic", "impulse3")
+
+
+# per architecture (--family): the proxy profile whose geometry the arms train, the arms trained by default and the
+# arm the others are compared with
+FAMILIES = {
+    "vit": (PROFILE, DEFAULT_ARMS, "default"),
+    "swin": (PROFILES["cpu-proxy-n2500-swin"], ("swin-default", "swin-mimetic", "swin-impulse3"), "swin-default"),
+    "mixer": (PROFILES["cpu-proxy-n2500-mixer"], ("mixer-default", "mixer-impulse3"), "mixer-default"),
+}
 
 
 THREADS = 2  # torch threads by default, whatever the machine: the README's table was measured on 2 cores
@@ -79,7 +88,22 @@ def compare_parser() -> argparse.ArgumentParser:
         help="anything train accepts: an image folder (one sub-folder per class), a datasets folder, a Hub id, or "
         "cifar10-sample (the CIFAR-10 sample shipped with the package)",
     )
-    parser.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), help=f"any of: {', '.join(ALL_ARMS)}")
+    parser.add_argument(
+        "--family",
+        choices=tuple(FAMILIES),
+        default="vit",
+        help="the architecture you train: vit (ViT-proxy: width 48, depth 12, 3 heads), swin (a two-stage Swin, window "
+        "4: timm's default, mimetic, impulse in the relative position bias) or mixer (an MLP-Mixer: timm's default, "
+        "token MLPs starting as shifts); each at 16 px, patch 2, about the same seconds per step",
+    )
+    parser.add_argument(
+        "--arms",
+        nargs="+",
+        default=None,
+        help=f"default: the family's ({_family_arm_lists(lambda family: FAMILIES[family][1])}); any of the family's "
+        f"arms: {_family_arm_lists(lambda family: FAMILY_ARMS[family])} (vit also takes the benchmark's ablation and "
+        "diagnosis arms)",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="several seeds give a verdict")
     parser.add_argument("--epochs", type=int, default=recipe["epochs"])
     parser.add_argument("--max-train-samples", type=int, default=recipe["max_train_samples"])
@@ -115,10 +139,22 @@ def compare_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _family_arm_lists(arms_of) -> str:
+    return "; ".join(f"{family}: {' '.join(arms_of(family))}" for family in FAMILIES)
+
+
 def _check(args: argparse.Namespace) -> None:
+    if args.arms is None:
+        args.arms = list(FAMILIES[args.family][1])
     unknown = [arm for arm in args.arms if arm not in ALL_ARMS]
     if unknown:
         raise UsageError(f"--arms {' '.join(unknown)}: unknown arm; allowed: {', '.join(ALL_ARMS)}")
+    foreign = [arm for arm in args.arms if ALL_ARMS[arm].family != args.family]
+    if foreign:
+        raise UsageError(
+            f"--arms {' '.join(foreign)}: not {args.family} arms (--family {args.family}); allowed: "
+            f"{', '.join(name for name, arm in ALL_ARMS.items() if arm.family == args.family)}"
+        )
     if len(set(args.arms)) != len(args.arms) or len(set(args.seeds)) != len(args.seeds):
         raise UsageError(f"--arms {' '.join(args.arms)} --seeds {' '.join(map(str, args.seeds))}: repeated values")
     bad = [seed for seed in args.seeds if seed < 0]
@@ -167,17 +203,18 @@ def _profile(args: argparse.Namespace) -> Profile:
     validation) split is scored on it after every epoch, the paper's setting, so the curves are measured on all its
     images; one with a training split only (an image folder) holds out 10% of it instead."""
     _resolve_lr(args)
+    base = FAMILIES[args.family][0]
     local = Path(args.dataset).expanduser().exists()
-    recipe = {**PROFILE.recipe, **{flag: getattr(args, flag) for flag in RECIPE_FLAGS}}
+    recipe = {**base.recipe, **{flag: getattr(args, flag) for flag in RECIPE_FLAGS}}
     with _quiet_datasets():  # its "Generating train split: N examples" counts rows, not what trains: _data_line does
         splits = load_raw_dataset(args.dataset)
     recipe["val_split"] = 0.0 if any(name in splits for name in ("test", *VALIDATION_SPLITS)) else 0.1
     print(_data_line(_dataset_name(args.dataset), splits, recipe))
     return replace(
-        PROFILE,
+        base,
         name="compare",
         datasets={"data": BenchmarkDataset(args.dataset, local=local)},
-        architecture={**PROFILE.architecture, **args.model_kwargs},
+        architecture={**base.architecture, **args.model_kwargs},
         recipe=recipe,
     )
 
@@ -259,6 +296,8 @@ def render_table(record: dict[str, Any]) -> str:
 
 def _resolve_lr(args: argparse.Namespace) -> None:
     """``--lr`` left out: the proxy recipe's rate for the head dimension the arms are built with."""
+    if args.lr is None and args.family != "vit":  # the family's proxy rate (its heads are 16 wide)
+        args.lr = FAMILIES[args.family][0].recipe["lr"]
     if args.lr is None:
         architecture = {**PROFILE.architecture, **args.model_kwargs}
         try:
@@ -295,6 +334,7 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         file=sys.stderr,
     )
     start = time.perf_counter()
+    reference = FAMILIES[args.family][2]
     bar = dict(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True)
     try:
         with _torch_threads(args.threads), tqdm(**bar) as progress:
@@ -327,7 +367,7 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         train_images=json.loads((runs[0][2] / RUN_RESULTS).read_text())["train_images"],
         top1=top1,
         vs_default={
-            arm: paired_comparison(top1[arm], top1["default"]) for arm in top1 if arm != "default" and "default" in top1
+            arm: paired_comparison(top1[arm], top1[reference]) for arm in top1 if arm != reference and reference in top1
         },
     )
     write_outputs(record, out_dir)

@@ -14,8 +14,10 @@ __all__ = [
     "BenchmarkDataset",
     "CONVIT_GPSA_SHARE",
     "CONVIT_HEADS",
+    "MIXER_PROXY",
     "PROFILES",
     "Profile",
+    "SWIN_PROXY",
     "WIDE_HEAD_DIM",
     "WIDE_HEAD_LR",
     "arm_model_kwargs",
@@ -47,6 +49,7 @@ class Profile:
     table_epochs: tuple[int, ...]  # epochs shown in the table besides the final score
     jobs: int  # runs trained at the same time
     notes: str = ""  # why the profile is sized as it is: printed in results.md
+    family: str = "vit"  # the architecture its arms train (their Arm.family): "vit", "swin" or "mixer"
 
 
 PROFILES: dict[str, Profile] = {
@@ -208,6 +211,51 @@ PROFILES["cpu-proxy-n2500-long"] = replace(
     "warm-up epoch, then cosine over the 50. Only the epoch count differs from cpu-proxy-n2500: the campaign's "
     "10-against-50-epoch comparison.",
 )
+
+
+# The other families at the proxy's cost: cpu-proxy-n2500's data and recipe, a Swin / Mixer sized to the seconds per
+# step of its ViT (width 48, depth 12), each at the proxy's rate and at 3e-4.
+SWIN_PROXY = {
+    "img_size": 16, "patch_size": 2, "window_size": 4, "embed_dim": 48, "depths": (8, 8), "num_heads": (3, 6),
+}  # fmt: skip
+MIXER_PROXY = {"img_size": 16, "patch_size": 2, "num_blocks": 10, "embed_dim": 64, "mlp_ratio": (2.0, 4.0)}
+_FAMILY_NOTES = {
+    "swin": "a Swin of two stages at 16 px, patch 2, window 4: 8 blocks on the 8 x 8 grid (width 48, 3 heads of 16, "
+    "windows of 4 x 4 tokens, every other block shifted by 2) then a patch merge and 8 blocks on the 4 x 4 grid (width "
+    "96, 6 heads of 16, one window: global attention with a relative bias)",
+    "mixer": "an MLP-Mixer at 16 px, patch 2 (8 x 8 = 64 tokens), width 64, 10 blocks, token MLP 128 hidden (mlp_ratio "
+    "2, so the impulse init's token MLP is an exact shift), channel MLP 256",
+}
+_STEP_COST = (
+    "Sized to the ViT proxy's cost: single thread, batch 256, forward + backward + AdamW step, the median of 5 steps "
+    "on the 2-core machine: {cost}"
+)
+_MEASURED = {
+    "swin": "Swin 0.95 s against the ViT's 0.99 s (width 48, depth 12)",
+    "mixer": "Mixer 1.12 s against the ViT's 1.07 s (width 48, depth 12)",
+}
+
+
+def _family_proxy(family: str, architecture: dict[str, Any], lr: float) -> Profile:
+    base = PROFILES["cpu-proxy-n2500"]
+    suffix = "" if lr == base.recipe["lr"] else f"-lr{lr:.0e}".replace("e-0", "e-")
+    return replace(
+        base,
+        name=f"cpu-proxy-n2500-{family}{suffix}",
+        architecture=dict(architecture),
+        recipe={**base.recipe, "lr": lr},
+        family=family,
+        notes=f"cpu-proxy-n2500's data and recipe (2,500 training images at 16 px, 10 epochs, batch 256, crop + flip, "
+        f"AdamW wd 0.05, 1 warm-up epoch, peak lr {lr:g}) on {_FAMILY_NOTES[family]}. "
+        + _STEP_COST.format(cost=_MEASURED[family])
+        + ".",
+    )
+
+
+for _family, _architecture in (("swin", SWIN_PROXY), ("mixer", MIXER_PROXY)):
+    for _lr in (1e-3, 3e-4):
+        _profile = _family_proxy(_family, _architecture, _lr)
+        PROFILES[_profile.name] = _profile
 
 
 WIDE_HEAD_DIM = 32  # from this head dimension (ViT-Tiny's is 64) the proxy recipe trains at WIDE_HEAD_LR

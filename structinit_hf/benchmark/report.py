@@ -23,12 +23,21 @@ from .stats import mean_std_text
 ENTROPY_IMAGES = 32  # images behind each run's attention-entropy figure in results.md
 
 
-def draw_run_attention(run_dir: Path, num_images: int = 16) -> Path:
+def _has_vit_attention(model: torch.nn.Module) -> bool:
+    """Whether ``model`` is a timm ViT or ConViT (top-level ``patch_embed`` and ``blocks``): the models whose
+    attention maps the figures and entropies read; a Swin or an MLP-Mixer is not."""
+    return hasattr(model, "patch_embed") and hasattr(model, "blocks")
+
+
+def draw_run_attention(run_dir: Path, num_images: int = 16) -> Path | None:
     """``run_dir/attention_init.png``: the run's model rebuilt as it started (same name, kwargs and seed), on
-    images of the split it was scored on; the model card of a published run shows it."""
+    images of the split it was scored on; the model card of a published run shows it. ``None`` (nothing drawn) for
+    a model without ViT attention maps (Swin, MLP-Mixer)."""
     results = json.loads((Path(run_dir) / RUN_RESULTS).read_text())
     torch.manual_seed(results["args"]["seed"])
     model, *_ = load_model(results["model"], num_classes=results["num_classes"], model_kwargs=results["model_kwargs"])
+    if not _has_vit_attention(model):
+        return None
     images = load_images(results["dataset"], [model], num_images, split=results["split"])
     return plot_attention_figure(
         {results["model"]: model},
@@ -47,7 +56,7 @@ def trained_attention_entropy(run_dir: Path, num_images: int = ENTROPY_IMAGES) -
         return None
     results = json.loads((run_dir / RUN_RESULTS).read_text())
     model, *_ = load_model(str(run_dir / "final"))
-    if not hasattr(model, "patch_embed"):
+    if not _has_vit_attention(model):
         return None
     split = results["split"].split("[")[0]  # a held-out part, "train[held-out 0.1]", is read from its split
     images = load_images(results["dataset"], [model], num_images, split=split)[0]

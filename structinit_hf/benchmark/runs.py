@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json
-from ..init.options import IMPULSE_KWARGS, ImpulseOptions
+from ..init.options import IMPULSE_KWARGS, ImpulseOptions, family_options, init_settings
 from ..train.checkpoints import find_checkpoint, read_trainer_state
 from ..train.errors import UsageError
 from .arms import Arm
@@ -91,6 +91,11 @@ def _init_is_current(recorded: dict[str, Any], model_kwargs: dict[str, Any]) -> 
     the package after the run (absent from its record) are taken to have kept the old behaviour."""
     if recorded.get("attention_init") != "impulse":
         return True
+    family = recorded.get("family", "vit")
+    if family != "vit":  # a Swin or Mixer: its options have no presets
+        given = {key: value for key, value in model_kwargs.items() if key in family_options(family)}
+        expected = init_settings("impulse", {"kernel_size": recorded.get("kernel_size"), **given}, family)
+        return all(expected.get(key) == value for key, value in recorded.items() if key != "shifts")
     given = {key: value for key, value in model_kwargs.items() if key in IMPULSE_KWARGS}
     expected = asdict(ImpulseOptions(**{"kernel_size": recorded.get("kernel_size"), **given}))
     drawn = ("attention_init", "shifts")  # the shifts follow from the options (seed, kernel, order)

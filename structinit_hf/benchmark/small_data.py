@@ -26,7 +26,7 @@ from typing import Any
 
 from ..train.errors import UsageError
 from ..train.hub import ATTENTION_IMAGE
-from .arms import ALL_ARMS, STUDIES, Arm, select_arms, study_arm_names
+from .arms import ALL_ARMS, FAMILY_ARMS, STUDIES, Arm, select_arms, study_arm_names
 from .profiles import PROFILES, BenchmarkDataset, Profile, arm_model_kwargs, with_epochs
 from .report import (
     aggregate_runs,
@@ -69,6 +69,12 @@ def run_benchmark(
     """
     dataset_key, spec = _dataset_spec(profile, dataset)
     chosen = select_arms(arms)
+    foreign = [arm.name for arm in chosen if arm.family != profile.family]
+    if foreign:
+        raise ValueError(
+            f"arm(s) {', '.join(foreign)} train another architecture than profile {profile.name!r} "
+            f"({profile.family}); its arms: {', '.join(FAMILY_ARMS[profile.family])}"
+        )
     seeds = list(profile.seeds if seeds is None else seeds)
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct and at least one, got {seeds}")
@@ -160,7 +166,7 @@ def benchmark_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         choices=tuple(ALL_ARMS),
-        help="default: every arm of the study",
+        help="default: every arm of the study (a Swin or Mixer profile: every arm of its family, swin-* or mixer-*)",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the profile's")
     parser.add_argument("--jobs", type=int, default=None, help="runs at a time (default: the profile's)")
@@ -223,6 +229,11 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _default_arms(profile: Profile, study: str) -> list[str]:
+    """The arms a profile trains when ``--arms`` is left out: the study's for a ViT profile, else its family's."""
+    return study_arm_names(study) if profile.family == "vit" else list(FAMILY_ARMS[profile.family])
+
+
 def main(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """Run the benchmark the parsed ``args`` describe."""
     profile = PROFILES[args.profile]
@@ -251,7 +262,7 @@ def main(args: argparse.Namespace, command: str) -> dict[str, Any]:
     record = run_benchmark(
         profile,
         dataset=dataset,
-        arms=args.arms if args.arms is not None else study_arm_names(args.study),
+        arms=args.arms if args.arms is not None else _default_arms(profile, args.study),
         seeds=args.seeds,
         runs_dir=runs_dir,
         out_dir=args.out_dir or default_out,

@@ -1,7 +1,7 @@
-"""Apply a named attention initialization to a Vision Transformer (timm or transformers).
+"""Apply a named attention initialization to a Vision Transformer (timm or transformers), a Swin or an MLP-Mixer.
 
-The algorithms live in :mod:`.impulse`, :mod:`.solvers` and :mod:`.mimetic`, the options in :mod:`.options`, where a
-model keeps its weights in :mod:`.layouts`; this module runs an init on a model.
+The algorithms live in :mod:`.impulse`, :mod:`.solvers`, :mod:`.token_mixing` and :mod:`.mimetic`, the options in
+:mod:`.options`, where a model keeps its weights in :mod:`.layouts`; this module runs an init on a model.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import impulse, solvers
+from . import impulse, solvers, token_mixing
 from .common import seeded_generator
-from .layouts import ViTLayout, vit_layout
+from .layouts import MixerLayout, SwinLayout, ViTLayout, mixer_layout, model_family, swin_layout, vit_layout
 from .mimetic import mimetic_qk, mimetic_vo
-from .options import ImpulseOptions, init_settings
+from .options import ImpulseOptions, MixerImpulseOptions, SwinImpulseOptions, init_settings
 
 __all__ = ["apply_structured_init", "impulse_block_targets"]
 
@@ -139,6 +139,68 @@ def _apply_mimetic(layout: ViTLayout, seed: int) -> None:
     _apply_mimetic_vo(layout, seed)
 
 
+def _draw_shifts(counts: list[int], kernel_size: int, seed: int, per_layer: bool, order: str) -> list[torch.Tensor]:
+    """``counts[i]`` shifts for block ``i`` from the ``k x k`` window: seed ``seed + i`` if ``per_layer``, else
+    ``seed`` for every block (blocks of more heads then extend the same draw)."""
+    return [
+        impulse.impulse_shifts(count, kernel_size, seed + index if per_layer else seed, order=order)
+        for index, count in enumerate(counts)
+    ]
+
+
+def _apply_swin_impulse(layout: SwinLayout, options: SwinImpulseOptions) -> list[list[list[int]]]:
+    """Write each head's impulse into its window's relative position bias (exact: no solve); returns the ``[dy, dx]``
+    of every head per block, clipped to the offsets its window has."""
+    counts = [slot.attention.num_heads for slot in layout.attentions]
+    drawn = _draw_shifts(counts, options.kernel_size, options.seed, options.per_layer, options.shift_order)
+    recorded = []
+    for index, (slot, shifts) in enumerate(zip(layout.attentions, drawn, strict=True)):
+        keys = slot.window_size[0] * slot.window_size[1]
+        table = token_mixing.relative_bias_impulse(
+            slot.window_size, shifts, token_mixing.bias_logit(options.sharpness, keys)
+        )
+        with torch.no_grad():
+            slot.bias_table.copy_(table.to(slot.bias_table))
+        if options.value_init == "mimetic":
+            attn = slot.attention
+            attn.write_vo(*mimetic_vo(slot.dim, attn.num_heads * attn.head_dim, seed=_layer_seed(options.seed, index)))
+        recorded.append(token_mixing.clip_shifts(shifts, slot.window_size).tolist())
+    return recorded
+
+
+def _apply_swin_mimetic(layout: SwinLayout, seed: int) -> None:
+    for index, slot in enumerate(layout.attentions):
+        attn, layer_seed = slot.attention, _layer_seed(seed, index)
+        attn.write_qk(*mimetic_qk(slot.dim, attn.num_heads, attn.head_dim, seed=layer_seed))
+        attn.write_vo(*mimetic_vo(slot.dim, attn.num_heads * attn.head_dim, seed=layer_seed))
+
+
+def _apply_mixer_impulse(layout: MixerLayout, options: MixerImpulseOptions) -> list[list[list[int]]]:
+    """Make every block's token mixer the average of its shifts (a Mixer's MLP through
+    :func:`~.token_mixing.token_mlp_weights`, a single linear map exactly); returns the shifts per block."""
+    kernel = options.kernel_size
+    impulse.validate_kernel_size(kernel, layout.grid_size)
+    counts = [options.num_shifts] * len(layout.mixers)
+    drawn = _draw_shifts(counts, kernel, options.seed, options.per_layer, options.shift_order)
+    for slot, shifts in zip(layout.mixers, drawn, strict=True):
+        target = token_mixing.shift_mixing(layout.grid_size, shifts)
+        if slot.kind == "mlp":
+            fc1, fc2 = slot.layers
+            values = token_mixing.token_mlp_weights(target, fc1.out_features, options.token_mlp)
+            tensors = (fc1.weight, fc1.bias, fc2.weight, fc2.bias)
+        elif slot.kind == "glu":
+            fc1, fc2 = slot.layers
+            values = token_mixing.token_glu_weights(target, fc2.in_features, slot.gate, slot.gate_last)
+            tensors = (fc1.weight, fc1.bias, fc2.weight, fc2.bias)
+        else:
+            values, tensors = (target, torch.zeros(len(target))), (slot.layers[0].weight, slot.layers[0].bias)
+        with torch.no_grad():
+            for tensor, value in zip(tensors, values, strict=False):
+                if tensor is not None:
+                    tensor.copy_(value.to(tensor))
+    return [shifts.tolist() for shifts in drawn]
+
+
 @contextmanager
 def _float32_default() -> Iterator[None]:
     """Create new tensors in float32 inside, whatever the caller's default dtype (``torch.set_default_dtype``, which
@@ -153,22 +215,33 @@ def _float32_default() -> Iterator[None]:
 
 
 def apply_structured_init(model: nn.Module, method: str = "impulse", **options) -> nn.Module:
-    """Initialize the attention of a timm or transformers ViT in place and return it.
+    """Initialize the attention (or token mixing) of a timm or transformers ViT, a timm Swin Transformer or a timm
+    MLP-Mixer in place and return it.
 
-    ``method`` is ``"impulse"`` (structured init, arXiv 2404.01139; keyword options are the fields
-    of :class:`ImpulseOptions`), ``"mimetic"`` (Trockman & Kolter 2023; takes ``seed``) or
-    ``"default"`` (leaves the model as it is).  Impulse init also writes its positional code into
-    the patch slots of the model's absolute position embedding, since the solve assumes it, and
-    records every block's shifts as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head).
-    The init computes in float32 and writes into the model's dtype, whatever the default dtype.
+    ``method`` is ``"impulse"`` (structured init, arXiv 2404.01139), ``"mimetic"`` (Trockman & Kolter 2023; takes
+    ``seed``; not for a Mixer, which has no attention) or ``"default"`` (leaves the model as it is). Impulse init's
+    keyword options are the fields of the family's options: :class:`ImpulseOptions` (ViT: Q/K solved on a positional
+    pseudo input; the positional code is written into the patch slots of the model's absolute position embedding,
+    since the solve assumes it), :class:`SwinImpulseOptions` (each head's impulse written exactly into its window's
+    relative position bias) or :class:`MixerImpulseOptions` (each block's token mixer starts as a shift). Every
+    block's shifts are recorded as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head or token mixer
+    shift). The init computes in float32 and writes into the model's dtype, whatever the default dtype.
     """
-    settings = init_settings(method, options)
+    family = model_family(model) if method != "default" else "vit"
+    settings = init_settings(method, options, family) if method != "default" else init_settings(method, options)
     if method == "default":
         return model
-    layout = vit_layout(model)
     with _float32_default():
-        if method == "impulse":
-            model.structinit_shifts = _apply_impulse(layout, ImpulseOptions(**options))
+        if family == "swin":
+            layout = swin_layout(model)
+            if method == "impulse":
+                model.structinit_shifts = _apply_swin_impulse(layout, SwinImpulseOptions(**options))
+            else:
+                _apply_swin_mimetic(layout, settings["seed"])
+        elif family == "mixer":
+            model.structinit_shifts = _apply_mixer_impulse(mixer_layout(model), MixerImpulseOptions(**options))
+        elif method == "impulse":
+            model.structinit_shifts = _apply_impulse(vit_layout(model), ImpulseOptions(**options))
         else:
-            _apply_mimetic(layout, settings["seed"])
+            _apply_mimetic(vit_layout(model), settings["seed"])
     return model

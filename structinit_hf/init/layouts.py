@@ -1,7 +1,10 @@
-"""Where a Vision Transformer keeps what the inits write: its patch grid, attention weights and position code.
+"""Where a model keeps what the inits write, found by attribute names (no timm import).
 
-Two layouts are understood: timm's ``VisionTransformer`` (a fused ``qkv`` Linear per block) and transformers' ViT
-(separate ``q_proj`` / ``k_proj`` / ``v_proj`` / ``o_proj``).
+ViTs: timm's ``VisionTransformer`` (a fused ``qkv`` Linear per block) and transformers' ViT (separate ``q_proj`` /
+``k_proj`` / ``v_proj`` / ``o_proj``): patch grid, attention weights, position code (:func:`vit_layout`).
+Swin (timm's ``SwinTransformer``): every window attention's window, relative position bias table and fused ``qkv``
+(:func:`swin_layout`). MLP-Mixer, ResMLP, gMLP (timm's ``MlpMixer``): the token grid and every block's token mixer
+(:func:`mixer_layout`). :func:`model_family` says which of the three a model is.
 """
 
 from __future__ import annotations
@@ -14,7 +17,18 @@ from torch import nn
 
 from .common import to_pair
 
-__all__ = ["AttentionSlot", "ViTLayout", "vit_layout"]
+__all__ = [
+    "AttentionSlot",
+    "MixerLayout",
+    "SwinLayout",
+    "TokenMixerSlot",
+    "ViTLayout",
+    "WindowAttentionSlot",
+    "mixer_layout",
+    "model_family",
+    "swin_layout",
+    "vit_layout",
+]
 
 
 @dataclass
@@ -174,4 +188,114 @@ def vit_layout(model: nn.Module) -> ViTLayout:
     raise ValueError(
         f"{type(model).__name__} has no attention layers structured init can handle; expected a timm "
         "VisionTransformer (blocks[i].attn.qkv) or a transformers ViT (layers[i].attention.q_proj ...)"
+    )
+
+
+@dataclass
+class WindowAttentionSlot:
+    """One Swin window attention: its window, relative position bias table (``(2Wh-1)(2Ww-1) x heads``) and q/k/v."""
+
+    window_size: tuple[int, int]
+    dim: int
+    bias_table: nn.Parameter
+    attention: AttentionSlot
+
+
+@dataclass
+class SwinLayout:
+    """The window attentions of a Swin Transformer, block by block through the stages."""
+
+    attentions: list[WindowAttentionSlot]
+
+
+@dataclass
+class TokenMixerSlot:
+    """One block's token mixer: ``"mlp"`` (a Mixer's ``fc1``, ``fc2`` over tokens), ``"glu"`` (a gated MLP: ``fc1``
+    makes a value half and a gate half, ``fc2`` reads their product; ``gate`` is the activation's output at the gate
+    logit 1, ``gate_last`` which half gates) or ``"linear"`` (ResMLP's ``linear_tokens``, gMLP's spatial gating
+    ``proj``: one tokens x tokens Linear)."""
+
+    kind: str
+    layers: tuple[nn.Linear, ...]
+    gate: float = 1.0
+    gate_last: bool = True
+
+
+@dataclass
+class MixerLayout:
+    """The token grid of an MLP-Mixer-style model and every block's token mixer."""
+
+    grid_size: tuple[int, int]
+    mixers: list[TokenMixerSlot]
+
+
+def _swin_layout(model: nn.Module) -> SwinLayout | None:
+    stages = getattr(model, "layers", None)
+    if stages is None or not hasattr(model, "patch_embed"):
+        return None
+    attentions = []
+    for stage in stages:
+        for block in getattr(stage, "blocks", ()):
+            attn = getattr(block, "attn", None)
+            table, qkv = getattr(attn, "relative_position_bias_table", None), getattr(attn, "qkv", None)
+            if not isinstance(table, nn.Parameter) or not isinstance(qkv, nn.Linear):
+                return None
+            head_dim = qkv.out_features // 3 // attn.num_heads
+            slot = _fused_qkv_slot(qkv, attn.proj, attn.num_heads, head_dim)
+            attentions.append(WindowAttentionSlot(tuple(attn.window_size), qkv.in_features, table, slot))
+    return SwinLayout(attentions) if attentions else None
+
+
+def _mixer_layout(model: nn.Module) -> MixerLayout | None:
+    stem, blocks = getattr(model, "stem", None), getattr(model, "blocks", None)
+    if blocks is None or not hasattr(stem, "grid_size"):
+        return None
+    mixers = []
+    for block in blocks:
+        tokens = getattr(block, "mlp_tokens", None)
+        gate = getattr(getattr(getattr(block, "mlp_channels", None), "gate", None), "proj", None)
+        linear = getattr(block, "linear_tokens", None) or gate
+        fc1, fc2 = getattr(tokens, "fc1", None), getattr(tokens, "fc2", None)
+        if isinstance(fc1, nn.Linear) and isinstance(fc2, nn.Linear) and fc1.out_features == 2 * fc2.in_features:
+            gate = float(tokens.act(torch.ones(())))  # GluMlp: x1 * act(x2), or act(x1) * x2
+            mixers.append(TokenMixerSlot("glu", (fc1, fc2), gate, getattr(tokens, "gate_last", True)))
+        elif isinstance(fc1, nn.Linear) and isinstance(fc2, nn.Linear):
+            mixers.append(TokenMixerSlot("mlp", (fc1, fc2)))
+        elif isinstance(linear, nn.Linear):
+            mixers.append(TokenMixerSlot("linear", (linear,)))
+        else:
+            return None
+    return MixerLayout(tuple(stem.grid_size), mixers) if mixers else None
+
+
+def swin_layout(model: nn.Module) -> SwinLayout:
+    """Find the window attentions of a timm ``SwinTransformer`` (``layers[i].blocks[j].attn``)."""
+    layout = _swin_layout(model)
+    if layout is None:
+        raise ValueError(
+            f"{type(model).__name__} is not a Swin Transformer (layers[i].blocks[j].attn with a bias table)"
+        )
+    return layout
+
+
+def mixer_layout(model: nn.Module) -> MixerLayout:
+    """Find the token grid and token mixers of a timm ``MlpMixer`` (Mixer, ResMLP or gMLP blocks)."""
+    layout = _mixer_layout(model)
+    if layout is None:
+        raise ValueError(f"{type(model).__name__} is not an MLP-Mixer (stem.grid_size, blocks[i] with a token mixer)")
+    return layout
+
+
+def model_family(model: nn.Module) -> str:
+    """``"vit"``, ``"swin"`` or ``"mixer"``: which layout ``model`` has. ``ValueError`` for none of them."""
+    if _timm_layout(model) is not None or _transformers_layout(model) is not None:
+        return "vit"
+    if _swin_layout(model) is not None:
+        return "swin"
+    if _mixer_layout(model) is not None:
+        return "mixer"
+    raise ValueError(
+        f"{type(model).__name__} has no attention layers structured init can handle; expected a timm VisionTransformer "
+        "(blocks[i].attn.qkv), a transformers ViT (layers[i].attention.q_proj ...), a timm SwinTransformer "
+        "(layers[i].blocks[j].attn.relative_position_bias_table) or a timm MlpMixer (blocks[i].mlp_tokens)"
     )

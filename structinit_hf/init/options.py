@@ -10,17 +10,23 @@ from typing import Any
 
 from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS, validate_kernel_size, validate_shift_order
 from .solvers import SOLVERS
+from .token_mixing import TOKEN_MLPS
 
 __all__ = [
+    "FAMILIES",
+    "FAMILY_METHODS",
     "IMPULSE_KWARGS",
     "INIT_METHODS",
     "ImpulseOptions",
+    "MixerImpulseOptions",
+    "SwinImpulseOptions",
     "PINV_DEFAULTS",
     "PRESETS",
     "PROJECT_DEFAULTS",
     "SHIFT_DEFAULTS",
     "SVD_DEFAULTS",
     "VALUE_INITS",
+    "family_options",
     "init_settings",
 ]
 
@@ -180,16 +186,110 @@ class ImpulseOptions:
 IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # preset, kernel_size, seed, pseudo_input, ...
 
 
-def init_settings(method: str, options: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SwinImpulseOptions:
+    """The impulse init of a Swin Transformer: every head's impulse written into its window's relative position bias.
+
+    Attributes:
+        kernel_size: odd window size ``k``; each head's shift is drawn from the ``k x k`` window (clipped to the
+            offsets a smaller attention window has).
+        seed: seeds the shifts (block ``i`` draws with ``seed + i`` when ``per_layer``).
+        sharpness: attention mass on the target in a full window when the content logits ``q k^T`` are 0: the bias
+            is ``log(sharpness (n - 1) / (1 - sharpness))`` at the head's offset, 0 elsewhere (``n`` keys a window).
+        per_layer: fresh shifts for every block (else one draw for all).
+        shift_order: ``"random"`` or ``"centre-first"`` (as the ViT's).
+        value_init: ``"default"`` keeps the value/output projections as timm draws them; ``"mimetic"`` gives them
+            mimetic init's ``W_v W_proj ~ a Z - b I``.
+    """
+
+    kernel_size: int = 3
+    seed: int = 0
+    sharpness: float = 0.7
+    per_layer: bool = True
+    shift_order: str = "random"
+    value_init: str = "default"
+
+    def __post_init__(self) -> None:
+        validate_kernel_size(self.kernel_size)
+        validate_shift_order(self.shift_order, self.kernel_size)
+        if not 0.0 < self.sharpness < 1.0:
+            raise ValueError(f"sharpness must be in (0, 1), got {self.sharpness}")
+        if self.value_init not in VALUE_INITS:
+            raise ValueError(f"unknown value_init {self.value_init!r}; expected one of {', '.join(VALUE_INITS)}")
+
+
+@dataclass(frozen=True)
+class MixerImpulseOptions:
+    """The impulse init of an MLP-Mixer (and ResMLP / gMLP): every block's token mixer starts as a shift.
+
+    Attributes:
+        kernel_size: odd window size ``k``; the shifts are drawn from the ``k x k`` window.
+        seed: seeds the shifts (block ``i`` draws with ``seed + i`` when ``per_layer``).
+        num_shifts: shifts per block; the token mixer starts as their average (1: one impulse filter).
+        per_layer: fresh shifts for every block (else one draw for all).
+        shift_order: ``"random"`` or ``"centre-first"``.
+        token_mlp: how a Mixer's token MLP carries the map (:data:`~structinit_hf.init.token_mixing.TOKEN_MLPS`):
+            ``"pairs"`` exactly at rank ``hidden // 2``, ``"offset"`` approximately at rank ``hidden``, ``"auto"``
+            pairs where ``hidden >= 2 N`` tokens, else offset. Single linear token mixers take the map exactly.
+    """
+
+    kernel_size: int = 3
+    seed: int = 0
+    num_shifts: int = 1
+    per_layer: bool = True
+    shift_order: str = "random"
+    token_mlp: str = "auto"
+
+    def __post_init__(self) -> None:
+        validate_kernel_size(self.kernel_size)
+        validate_shift_order(self.shift_order, self.kernel_size)
+        if isinstance(self.num_shifts, bool) or not isinstance(self.num_shifts, int) or self.num_shifts < 1:
+            raise ValueError(f"num_shifts must be an int >= 1, got {self.num_shifts!r}")
+        if self.token_mlp not in TOKEN_MLPS:
+            raise ValueError(f"unknown token_mlp {self.token_mlp!r}; expected one of {', '.join(TOKEN_MLPS)}")
+
+
+FAMILIES = ("vit", "swin", "mixer")
+
+
+# the init methods each family takes: a Mixer has no attention for mimetic init's Q/K form
+FAMILY_METHODS = {"vit": INIT_METHODS, "swin": INIT_METHODS, "mixer": ("impulse", "default")}
+
+
+_IMPULSE_OPTIONS = {"vit": ImpulseOptions, "swin": SwinImpulseOptions, "mixer": MixerImpulseOptions}
+
+
+def family_options(family: str) -> tuple[str, ...]:
+    """The keyword options of ``family``'s impulse init (and mimetic's ``seed``)."""
+    return tuple(_IMPULSE_OPTIONS[family].__dataclass_fields__)
+
+
+def init_settings(method: str, options: dict[str, Any], family: str = "vit") -> dict[str, Any]:
     """The full settings of init ``method`` with ``options`` (defaults filled in): ``{"attention_init": method, ...}``.
 
-    ``"impulse"`` takes the fields of :class:`ImpulseOptions`, ``"mimetic"`` only ``seed`` (default 0), ``"default"``
-    nothing. Raises ``ValueError`` for an unknown method, an option the method does not take or a bad value.
+    ``"impulse"`` takes the fields of the family's options (:class:`ImpulseOptions` for a ViT,
+    :class:`SwinImpulseOptions`, :class:`MixerImpulseOptions`; a Swin or Mixer record names its ``family``),
+    ``"mimetic"`` only ``seed`` (default 0), ``"default"`` nothing. Raises ``ValueError`` for an unknown method, one
+    the family does not take, an option the method does not take or a bad value.
     """
+    if family not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; expected one of {', '.join(FAMILIES)}")
     if method not in INIT_METHODS:
         raise ValueError(f"unknown init method {method!r}; expected one of {', '.join(INIT_METHODS)}")
+    if method not in FAMILY_METHODS[family]:
+        raise ValueError(
+            f"init method {method!r} does not apply to a {family} model; expected one of "
+            f"{', '.join(FAMILY_METHODS[family])}"
+        )
     if method == "impulse":
-        return {"attention_init": method, **asdict(ImpulseOptions(**options))}
+        fields = _IMPULSE_OPTIONS[family].__dataclass_fields__
+        unknown = sorted(set(options) - set(fields))
+        if family != "vit" and unknown:
+            raise ValueError(
+                f"impulse init of a {family} model takes {', '.join(fields)}; got unknown option(s) {unknown}"
+            )
+        settings = asdict(_IMPULSE_OPTIONS[family](**options))
+        return {"attention_init": method, **({} if family == "vit" else {"family": family}), **settings}
     if method == "mimetic":
         if set(options) - {"seed"}:
             raise ValueError(f"init method 'mimetic' takes only 'seed', got {sorted(set(options) - {'seed'})}")

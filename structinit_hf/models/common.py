@@ -17,10 +17,12 @@ __all__ = [
     "CIFAR10_MEAN",
     "CIFAR10_STD",
     "NOT_NETWORK_ARGS",
+    "StructuredInitMixin",
     "check_geometry",
     "cifar_cfg",
     "input_cfg",
     "require_hub_weights",
+    "without_network_args",
 ]
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
@@ -113,3 +115,48 @@ def check_geometry(
     if sincos and width % 4:
         raise ValueError(f"a 2-D sin-cos position embedding needs embed_dim / hidden_size divisible by 4, got {width}")
     return image[0] // patch[0], image[1] // patch[1]
+
+
+class StructuredInitMixin:
+    """What this package's Swin and Mixer classes add to timm's: a named init run after timm's own, skipped on the
+    meta device, with its record (``structinit_settings``) and what exports need (``network_args``).
+
+    The class sets ``family`` (``"swin"`` or ``"mixer"``); ``__init__`` calls :meth:`_setup_structured_init` with
+    the keywords it was given before handing the rest to timm's class.
+    """
+
+    family = "vit"
+    structinit_settings = None  # the init's record (a dict); None where nothing ran (meta device, loaded weights)
+
+    @classmethod
+    def pop_init(cls, kwargs: dict[str, Any], attention_init: str) -> dict[str, Any]:
+        """Take this family's init options out of ``kwargs``; return the validated settings (defaults filled in)."""
+        from ..init.options import family_options, init_settings
+
+        options = {name: kwargs.pop(name) for name in family_options(cls.family) if name in kwargs}
+        return init_settings(attention_init, options, cls.family if attention_init != "default" else "vit")
+
+    def _run_structured_init(self) -> None:
+        """The named init on the weights timm just drew, and its record; nothing on the meta device."""
+        from ..init.apply import apply_structured_init
+
+        if any(p.is_meta for p in self.parameters()):  # an empty skeleton to load weights into: nothing to write
+            self.structinit_settings = None
+            return
+        options = {k: v for k, v in self._settings.items() if k not in ("attention_init", "family")}
+        apply_structured_init(self, self.attention_init, **options)
+        self.structinit_settings = dict(self._settings)
+        if getattr(self, "structinit_shifts", None) is not None and self.attention_init == "impulse":
+            self.structinit_settings["shifts"] = self.structinit_shifts
+
+    def init_non_persistent_buffers(self) -> None:
+        """Run the model's init again (timm's, then the named one): transformers calls this method, by this name,
+        right after re-drawing every ``nn.Linear``; a model some of whose tensors transformers loaded (flagged
+        ``_is_hf_initialized``) is left as loaded."""
+        if not any(getattr(t, "_is_hf_initialized", False) for t in (*self.parameters(), *self.buffers())):
+            self.reinitialize()
+
+
+def without_network_args(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The builder keywords that shape the network (what an export's ``model_args`` keeps)."""
+    return {k: v for k, v in kwargs.items() if k not in NOT_NETWORK_ARGS}

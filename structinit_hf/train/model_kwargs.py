@@ -17,7 +17,8 @@ import timm
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from ..init.options import IMPULSE_KWARGS, ImpulseOptions
+from ..init.options import IMPULSE_KWARGS, ImpulseOptions, MixerImpulseOptions, SwinImpulseOptions, family_options
+from ..models.common import StructuredInitMixin
 from ..models.structinit_vit import StructInitVisionTransformer
 from .errors import UsageError, check_kwarg_types, did_you_mean
 
@@ -57,6 +58,8 @@ def _builder_keywords(model: str, error: TypeError) -> list[str] | None:
     names = set(inspect.signature(network).parameters) | set(inspect.signature(timm.create_model).parameters)
     if issubclass(network, StructInitVisionTransformer):  # its own keywords, then VisionTransformer's
         names |= set(inspect.signature(VisionTransformer).parameters) | set(IMPULSE_KWARGS)
+    if issubclass(network, StructuredInitMixin):  # its own keywords, then timm's class's, and the init options
+        names |= set(inspect.signature(network.__mro__[2]).parameters) | set(family_options(network.family))
     return sorted(name for name in names if name not in ("self", "kwargs", "args", "model_name", "variant"))
 
 
@@ -86,6 +89,9 @@ def _keyword_hints(model: str) -> dict[str, Any]:
             continue
     if isinstance(network, type) and issubclass(network, StructInitVisionTransformer):
         hints.update(typing.get_type_hints(ImpulseOptions))
+    if isinstance(network, type) and issubclass(network, StructuredInitMixin):
+        options = {"swin": SwinImpulseOptions, "mixer": MixerImpulseOptions}[network.family]
+        hints.update(typing.get_type_hints(options))
     hints.pop("return", None)
     return hints
 
