@@ -139,7 +139,14 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
         "width": (width := build_width(root)),
         "width_best_rate": [build_best_rate(width, grid) for grid in RATE_GRIDS.values()],
         "width_length": [build_width_length(width, pair) for pair in WIDTH_LENGTHS.values()],
+        "beyond": _beyond(root, width),
     }
+
+
+def _beyond(root: Path, width: Mapping[str, Any]) -> dict[str, Any]:
+    from .beyond import build_beyond  # it reads records as this module does
+
+    return build_beyond(root, width)
 
 
 def _convit_geometry(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

@@ -9,9 +9,21 @@ from ..arms import arm_label
 from ..stats import CLAIM_SEEDS
 from .sources import MAIN_ARMS, REFERENCES, SIZE_ARMS, SIZE_TABLE_ARMS, WIDTH_ARMS, WIDTH_REFERENCES
 
-__all__ = ["best_rate_markdown", "render_campaign_markdown", "width_length_markdown", "width_markdown"]
+__all__ = [
+    "beyond_markdown",
+    "best_rate_markdown",
+    "render_campaign_markdown",
+    "width_length_markdown",
+    "width_markdown",
+]
 
-REFERENCE_NAMES = {"default": "default", "mimetic": "mimetic", "impulse3": "`shift`"}  # the tables' column heads
+REFERENCE_NAMES = {  # the tables' column heads
+    "default": "default",
+    "mimetic": "mimetic",
+    "impulse3": "`shift`",
+    "swin-default": "timm's default",
+    "mixer-default": "timm's default",
+}
 
 
 def _fmt(summary: Mapping[str, Any] | None, digits: int = 2) -> str:
@@ -123,6 +135,8 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
         out += best_rate_markdown(best_rate)
     for length in record.get("width_length", ()):
         out += width_length_markdown(length)
+    if "beyond" in record:
+        out += beyond_markdown(record["beyond"])
     out += [
         "Paired differences are init minus reference on the same seed; `±` is the sample standard deviation over "
         "seeds; `range` is max - min over seeds (how far runs of identical settings landed apart). "
@@ -317,3 +331,38 @@ def width_length_markdown(length: Mapping[str, Any]) -> list[str]:
             "settings trained on both, above, measure it)."
         )
     return [*out, *_gain_table(length["long_minus_short"], long // short), "", where, ""]
+
+
+def _cifar10_line(cifar10: Mapping[str, Any]) -> str:
+    versus = cifar10["vs"].get("default", {})
+    cells = [
+        f"{arm_label(name)} {c['mean']:+.2f} ({_signed(c['per_seed'])}): {_verdict(c)}"
+        for name, c in versus.items()
+        if c is not None and name in SIZE_ARMS
+    ]
+    heading = f"The same setting on CIFAR-10 (`{cifar10['setting']}`), minus timm's default: "
+    return heading + ("; ".join(cells) or "not run") + "."
+
+
+def beyond_markdown(beyond: Mapping[str, Any]) -> list[str]:
+    """The Swin and Mixer tables (each init at both rates, then at its better one) and the Fashion-MNIST tables."""
+    out = [
+        "## Beyond the plain ViT and CIFAR-10: Swin, MLP-Mixer, Fashion-MNIST (10 epochs, crop + flip, 2,500 images "
+        "unless named)",
+        "",
+    ]
+    for setting in beyond["settings"].values():
+        references = (setting["reference"],)
+        out += [f"### {setting['title']}", ""]
+        out += [*_setting_table(setting, setting["arms_listed"], references), "", _best_line(setting), ""]
+        if setting.get("cifar10"):
+            out += [_cifar10_line(setting["cifar10"]), ""]
+        if setting["wall_time_s_mean"] is not None:
+            out += [f"Mean wall time per run: {setting['wall_time_s_mean'] / 60:.1f} minutes.", ""]
+        out += [f"Sources: {', '.join(f'`{p}`' for p in setting['sources']) or 'none (not run)'}", ""]
+    for name, grid in beyond["grids"].items():
+        rates = ", ".join(f"{arm_label(arm)} {rate:g}" for arm, rate in grid["rates"].items())
+        out += [f"### {name}: each init at its better rate ({rates})", ""]
+        arms = list(grid["rates"])
+        out += [*_setting_table(grid, arms, (arms[0],) if arms else ()), "", _best_line(grid), ""]
+    return out

@@ -1,0 +1,163 @@
+"""The campaign beyond the plain ViT on CIFAR-10: Swin and MLP-Mixer (issue 45), and Fashion-MNIST (issue 47).
+
+Each setting is a set of harness records (one per seed and arm) trained in one recipe; a *grid* is two settings apart
+in the learning rate alone, where each init is also judged at its better rate (the higher mean over seeds). Every
+table pairs each init with its reference (timm's default init of the same network) on the seed, under the tie rule.
+A setting on Fashion-MNIST names the CIFAR-10 setting it repeats, so the two datasets' findings sit side by side.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .records import _load, _setting, merge_scores
+from .sources import BENCH, WIDTH_SETTINGS
+
+__all__ = ["BEYOND_GRIDS", "BEYOND_SETTINGS", "BeyondSetting", "build_beyond"]
+
+
+@dataclass(frozen=True)
+class BeyondSetting:
+    """One table: its title, the records it reads (glob patterns under the repository root), its arms and reference,
+    and the recipe every record must have been trained in (checked)."""
+
+    title: str
+    sources: tuple[str, ...]
+    arms: tuple[str, ...]
+    reference: str
+    lr: float
+    max_train_samples: int
+    embed_dim: int | None = None  # the architecture's width, where the setting fixes one
+    cifar10: str | None = None  # the same setting on CIFAR-10: a key of WIDTH_SETTINGS
+    note: str = ""
+
+
+SWIN_ARMS = ("swin-default", "swin-impulse3", "swin-mimetic", "swin-impulse3-mimeticvo")
+MIXER_ARMS = ("mixer-default", "mixer-impulse3")
+VIT_ARMS = ("default", "mimetic", "impulse3", "v1")
+
+
+def _records(profile: str, dataset: str = "cifar10") -> tuple[str]:
+    return (f"{BENCH}/{profile}-{dataset}/**/results.json",)
+
+
+BEYOND_SETTINGS: dict[str, BeyondSetting] = {
+    "swin/0.001": BeyondSetting(
+        "Swin (16 px CIFAR-10, patch 2, window 4, width 48, depths 8 + 8), lr 1e-3",
+        _records("cpu-proxy-n2500-swin"),
+        SWIN_ARMS,
+        "swin-default",
+        1e-3,
+        2_500,
+    ),
+    "swin/0.0003": BeyondSetting(
+        "Swin, lr 3e-4",
+        _records("cpu-proxy-n2500-swin-lr3e-4"),
+        SWIN_ARMS,
+        "swin-default",
+        3e-4,
+        2_500,
+    ),
+    "mixer/0.001": BeyondSetting(
+        "MLP-Mixer (16 px CIFAR-10, patch 2, width 64, 10 blocks, token MLP 128 wide), lr 1e-3",
+        _records("cpu-proxy-n2500-mixer"),
+        MIXER_ARMS,
+        "mixer-default",
+        1e-3,
+        2_500,
+    ),
+    "mixer/0.0003": BeyondSetting(
+        "MLP-Mixer, lr 3e-4",
+        _records("cpu-proxy-n2500-mixer-lr3e-4"),
+        MIXER_ARMS,
+        "mixer-default",
+        3e-4,
+        2_500,
+    ),
+    "fashion_mnist/2500/48": BeyondSetting(
+        "Fashion-MNIST, 2,500 images, width 48 (head dim 16), lr 1e-3",
+        _records("cpu-proxy-n2500", "fashion_mnist"),
+        VIT_ARMS[:3],
+        "default",
+        1e-3,
+        2_500,
+        48,
+        cifar10="2500/48/0.001",
+    ),
+    "fashion_mnist/10000/48": BeyondSetting(
+        "Fashion-MNIST, 10,000 images, width 48, lr 1e-3",
+        _records("cpu-proxy-n10000", "fashion_mnist"),
+        VIT_ARMS[:3],
+        "default",
+        1e-3,
+        10_000,
+        48,
+    ),
+    "fashion_mnist/2500/192": BeyondSetting(
+        "Fashion-MNIST, 2,500 images, width 192 (head dim 64), lr 3e-4 (the width's rate)",
+        _records("cpu-proxy-n2500-w192-lr3e-4", "fashion_mnist"),
+        VIT_ARMS,
+        "default",
+        3e-4,
+        2_500,
+        192,
+        cifar10="2500/192/0.0003",
+    ),
+}
+
+# Settings apart in the learning rate alone: each init at its better rate.
+BEYOND_GRIDS = {"swin": ("swin/0.001", "swin/0.0003"), "mixer": ("mixer/0.001", "mixer/0.0003")}
+
+
+def _check(path: str, record: Mapping[str, Any], setting: BeyondSetting) -> None:
+    options = record["train_options"]
+    recorded = (options["lr"], options.get("max_train_samples"), record["architecture"].get("embed_dim"))
+    listed = (setting.lr, setting.max_train_samples, setting.embed_dim or recorded[2])
+    if recorded != listed:
+        raise ValueError(f"{path}: trained at (lr, images, width) {recorded}, listed under {listed}")
+
+
+def _better_rate(settings: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> dict[str, Any]:
+    """Per arm, the seeds of the setting where its mean is higher, and that setting's rate."""
+    scores, rates = {}, {}
+    for name in arms:
+        measured = [s for s in settings if name in s["arms"]]
+        if measured:
+            better = max(measured, key=lambda s: s["arms"][name]["mean"])
+            scores[name], rates[name] = dict(better["arms"][name]["per_seed"]), better["lr"]
+    return scores, rates
+
+
+def build_beyond(root: Path | str, cifar10_width: Mapping[str, Any]) -> dict[str, Any]:
+    """Per setting of :data:`BEYOND_SETTINGS`: summaries, verdicts against its reference, sources, wall time per run
+    and, where it repeats a CIFAR-10 setting, that setting's comparisons; then each grid at the better rates."""
+    root = Path(root)
+    settings: dict[str, Any] = {}
+    for key, setting in BEYOND_SETTINGS.items():
+        records, found = _load(root, setting.sources)
+        for record, path in zip(records, found, strict=True):
+            _check(path, record, setting)
+        wall = [s for record in records for arm in record["arms"].values() for s in arm["wall_time_s"]]
+        settings[key] = {
+            "title": setting.title,
+            "note": setting.note,
+            "lr": setting.lr,
+            "arms_listed": list(setting.arms),
+            "reference": setting.reference,
+            "sources": found,
+            "wall_time_s_mean": statistics.fmean(wall) if wall else None,
+            **_setting(merge_scores(records), setting.arms, (setting.reference,)),
+        }
+        if setting.cifar10 is not None:
+            assert setting.cifar10 in WIDTH_SETTINGS, setting.cifar10
+            settings[key]["cifar10"] = {"setting": setting.cifar10, "vs": cifar10_width[setting.cifar10]["vs"]}
+    grids = {}
+    for name, keys in BEYOND_GRIDS.items():
+        arms, reference = BEYOND_SETTINGS[keys[0]].arms, BEYOND_SETTINGS[keys[0]].reference
+        scores, rates = _better_rate([settings[k] for k in keys], arms)
+        grids[name] = {"settings": list(keys), "rates": rates, **_setting(scores, arms, (reference,))}
+    return {"settings": settings, "grids": grids}
