@@ -81,6 +81,27 @@ def test_save_pretrained_folder_loads_without_the_plugin(tmp_path: Path):
 
 
 @pytest.mark.slow
+def test_a_swin_folder_loads_without_the_plugin(tmp_path: Path):
+    """A structured-init Swin at a CIFAR geometry saves as timm's stock Swin-T name with its model_args: a fresh
+    Python without the plugin builds it in transformers, timm and a pipeline and gets the saving process's logits."""
+    swin_args = dict(img_size=16, embed_dim=24, depths=(1, 1), num_heads=(2, 4), seed=3)
+    config = StructInitViTConfig(
+        architecture="swin_tiny_impulse3_patch2_window4_32",
+        model_args=swin_args,
+        id2label=dict(enumerate(LABELS)),
+        num_labels=3,
+    )
+    model = AutoModelForImageClassification.from_config(config)
+    model.save_pretrained(tmp_path / "out")
+    saved = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert saved["architecture"] == "swin_tiny_patch4_window7_224" and saved["model_args"]["window_size"] == 4
+    loaded = _without_plugin(tmp_path / "out", _save_io(model, tmp_path / "io.safetensors"), tmp_path)
+    assert loaded == {
+        "model": "TimmWrapperForImageClassification", "labels": sorted(LABELS), "heads": 5, "structinit": "impulse"
+    }  # fmt: skip
+
+
+@pytest.mark.slow
 def test_trainer_save_model_folder_loads_without_the_plugin(tmp_path: Path):
     model = _classifier()
     generator = torch.Generator().manual_seed(0)
