@@ -132,9 +132,9 @@ def test_the_committed_report_is_the_committed_records():
     assert render_campaign_markdown(build_campaign(REPO)) == REPORT.read_text()
 
 
-def test_the_readme_headline_rows_are_rows_of_the_report():
-    """The README's headline table is a copy of report rows, so it cannot drift from the committed records."""
-    readme = (REPO / "README.md").read_text()
+def test_the_headline_rows_are_rows_of_the_report():
+    """docs/campaign.md's headline table is a copy of report rows, so it cannot drift from the committed records."""
+    readme = (REPO / "docs" / "campaign.md").read_text()
     section = readme[readme.index("<!-- headline: rows of") : readme.index("<!-- end of headline -->")]
     rows = [line for line in section.splitlines() if line.startswith("|") and not line.startswith("|---")][1:]
     assert len(rows) >= 2  # mimetic and impulse 3x3
@@ -403,12 +403,12 @@ def test_every_length_pair_varies_the_epochs_alone():
         assert short.epochs < long.epochs
 
 
-def test_the_readme_width_table_quotes_the_committed_report():
-    """Every paired figure of the README's width table is one the campaign report printed: no figure drifts from
-    the committed records."""
+def test_the_width_table_quotes_the_committed_report():
+    """Every paired figure of docs/campaign.md's width table is one the campaign report printed: no figure drifts
+    from the committed records."""
     import re
 
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "campaign.md").read_text()
     table = readme[readme.index("| 2,500 images, 10 epochs, 3 seeds |") :].split("\n\n")[0]
     figures = re.findall(r"[+-]\d+\.\d\d ± \d+\.\d\d", table)
     assert len(figures) == 22, table
