@@ -196,11 +196,13 @@ def test_every_training_flag_has_one_settings_field_and_the_record_keeps_them_al
     record it), a flag in two groups, and a resolved value (precision, accumulation) that does not reach the record."""
     import dataclasses
 
-    from structinit_hf.train.args import TrainingSettings, training_parser
+    from structinit_hf.train.args import settings_from_args, training_parser
+    from structinit_hf.train.settings import TrainingSettings
 
     parser = training_parser()
     dests = [action.dest for action in parser._actions if action.dest != "help"]
-    settings = TrainingSettings.from_args(parser.parse_args(["--scale", "0.5", "1"]))
+    assert settings_from_args(parser.parse_args([])) == TrainingSettings()  # each field's default is its flag's
+    settings = settings_from_args(parser.parse_args(["--scale", "0.5", "1"]))
     fields = [
         f.name for group in dataclasses.fields(settings) for f in dataclasses.fields(getattr(settings, group.name))
     ]

@@ -153,9 +153,9 @@ def test_a_hub_model_offline_is_one_line_naming_it_and_hf_hub_offline(command, m
     """Catches timm's "An error happened while trying to locate the file on the Hub" (it names neither the model nor
     HF_HUB_OFFLINE) reaching the user of train or evaluate, or the two commands wording the same case apart."""
     from structinit_hf.train.args import training_parser
-    from structinit_hf.train.loop import train
+    from structinit_hf.train.loop import run_command
 
-    parser, function = (training_parser(), train) if command == "train" else (evaluation_parser(), run_evaluation)
+    parser, function = (training_parser(), run_command) if command == "train" else (evaluation_parser(), run_evaluation)
     out = ["--output-dir", str(tmp_path / "run")] if command == "train" else ["--output", str(tmp_path / "r.json")]
     assert run_script(parser, function, ["--model", model, "--dataset", "cifar10-sample", *out]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (

@@ -89,14 +89,14 @@ def test_only_modules_of_an_extra_count_as_a_missing_extra():
 
 def test_report_to_tensorboard_without_it_is_refused_not_dropped(monkeypatch, capsys):
     """accelerate drops a tracker whose package is missing with a debug log: the run would write no logs, silently."""
-    from structinit_hf.train.args import TrainingSettings, training_parser
+    from structinit_hf.train.args import settings_from_args, training_parser
     from structinit_hf.train.commands import run_script
 
     monkeypatch.setattr(checks, "find_spec", lambda name: None if name == "tensorboard" else object())
     monkeypatch.setattr(sys, "argv", ["scripts/train.py"])
     argv = ["--model", "vit_tiny_impulse3", "--dataset", "unused", "--report-to", "tensorboard"]
     with pytest.raises(SystemExit) as stop:
-        run_script(training_parser(), lambda args: checks.check_run_args(TrainingSettings.from_args(args), 1), argv)
+        run_script(training_parser(), lambda args: checks.check_run_args(settings_from_args(args), 1), argv)
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip() == (
         "error: scripts/train.py needs tensorboard (the 'tensorboard' extra): pip install 'structinit-hf[tensorboard]'"

@@ -8,13 +8,13 @@ import pytest
 import torch
 from tiny_runs import run, synthetic_args, synthetic_dataset, weights
 
-from structinit_hf.train.args import TrainingSettings, training_parser
-from structinit_hf.train.loop import train
+from structinit_hf.train.args import settings_from_args, training_parser
+from structinit_hf.train.loop import run_command
 
 
 def speed(argv: list[str]):
     """The speed settings of a training command line."""
-    return TrainingSettings.from_args(training_parser().parse_args(argv)).speed
+    return settings_from_args(training_parser().parse_args(argv)).speed
 
 
 def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys, script_in_process) -> None:
@@ -27,12 +27,12 @@ def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys, script_in_p
     argv = synthetic_args(dataset, tmp_path / "run")
     argv[argv.index("embed_dim=48")] = "kernal_size=5"
     capsys.readouterr()
-    assert run_script(training_parser(), train, argv) == 2
+    assert run_script(training_parser(), run_command, argv) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "Traceback" not in error
     assert "'kernal_size'" in error and "did you mean 'kernel_size'" in error
     with pytest.raises(ValueError, match="kernal_size"):
-        run_script(training_parser(), train, [*argv, "--debug"])
+        run_script(training_parser(), run_command, [*argv, "--debug"])
 
     done = script_in_process("train", synthetic_args(dataset, tmp_path / "run"))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]

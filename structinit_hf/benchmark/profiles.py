@@ -71,7 +71,9 @@ PROFILES: dict[str, Profile] = {
         datasets={
             "cifar10": BenchmarkDataset("cifar10", None, "cifar10", "uoft-cs/cifar10", local=True),
             # written by study/fashion_mnist/make_dataset.py from Debian's package; 28 px grayscale, resized to 16
-            "fashion_mnist": BenchmarkDataset("fashion_mnist", None, None, "zalando-datasets/fashion_mnist", local=True),
+            "fashion_mnist": BenchmarkDataset(
+                "fashion_mnist", None, None, "zalando-datasets/fashion_mnist", local=True
+            ),
         },
         architecture={"img_size": 16, "patch_size": 2, "depth": 12, "embed_dim": 48, "num_heads": 3},
         recipe={

@@ -27,7 +27,7 @@ from typing import Any
 from ..train.errors import UsageError
 from ..train.hub import ATTENTION_IMAGE
 from .arms import ALL_ARMS, FAMILY_ARMS, STUDIES, Arm, select_arms, study_arm_names
-from .profiles import PROFILES, BenchmarkDataset, Profile, arm_model_kwargs, with_epochs
+from .profiles import PROFILES, BenchmarkDataset, Profile, with_epochs
 from .report import (
     aggregate_runs,
     draw_run_attention,
@@ -38,12 +38,12 @@ from .runs import (
     BENCHMARK_CLOCK,
     RUN_LOG,
     RUN_RESULTS,
-    _train_one,
     _wall_clock,
     check_finished_runs,
     is_finished,
     run_dir_for,
-    train_argv,
+    run_settings,
+    train_one,
 )
 
 __all__ = ["benchmark_parser", "main", "run_benchmark"]
@@ -82,9 +82,7 @@ def run_benchmark(
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     runs = [(arm, seed, run_dir_for(runs_dir, arm, seed)) for seed in seeds for arm in chosen]
-    check_finished_runs(
-        (train_argv(profile, arm, seed, spec, path), path, arm_model_kwargs(arm, profile)) for arm, seed, path in runs
-    )
+    check_finished_runs((run_settings(profile, arm, seed, spec, path), path) for arm, seed, path in runs)
     pending = [(arm, seed, path) for arm, seed, path in runs if not is_finished(path)]
     print(f"{len(runs) - len(pending)} of {len(runs)} runs already finished in {runs_dir}; training {len(pending)}")
 
@@ -125,13 +123,13 @@ def _dataset_spec(profile: Profile, dataset: str | None) -> tuple[str, Benchmark
 def _train_runs(profile: Profile, spec: BenchmarkDataset, pending: list[tuple[Arm, int, Path]], jobs: int) -> list[str]:
     """Train the ``pending`` runs, ``jobs`` at a time with ``usable_cpus() // jobs`` threads each, saying as each ends
     how it did; returns the failed ones, each with the path of its log."""
-    from ..train.run_setup import usable_cpus  # accelerate and torch: not loaded for the parser
+    from ..train import usable_cpus  # accelerate and torch: not loaded for the parser
 
     threads = max(1, usable_cpus() // jobs)
     failures = []
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {
-            pool.submit(_train_one, train_argv(profile, arm, seed, spec, path), path, threads): (arm, seed, path)
+            pool.submit(train_one, run_settings(profile, arm, seed, spec, path), threads): (arm, seed, path)
             for arm, seed, path in pending
         }
         for done, future in enumerate(as_completed(futures), start=1):

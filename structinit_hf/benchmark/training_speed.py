@@ -36,12 +36,11 @@ from accelerate.state import AcceleratorState, GradientState
 from timm.optim import create_optimizer_v2
 from torch import nn
 
-from ..train.args import KeyValueAction, TrainingSettings, training_parser
+from ..train import KeyValueAction, TrainingSettings, run
 from ..train.data import dataset_source, load_image_classification
 from ..train.dataloaders import train_dataloader
 from ..train.evaluation import library_versions
 from ..train.loading import load_model, model_data_config
-from ..train.loop import train
 from ..train.run_setup import device_defaults
 from ..train.tensor_data import training_datasets
 
@@ -52,23 +51,21 @@ MODES = {"fp32": ("no", False), "bf16": ("bf16", False), "bf16_compiled": ("bf16
 
 def _train_defaults() -> TrainingSettings:
     """The settings of ``scripts/train.py`` with no flag given."""
-    return TrainingSettings.from_args(training_parser().parse_args([]))
+    return TrainingSettings()
 
 
 def script_arm(args: argparse.Namespace, mode: str) -> float:
     precision, compiled = MODES[mode]
     with tempfile.TemporaryDirectory() as out:
-        argv = [
-            "--model", args.model, "--model-kwargs", *(f"{k}={v}" for k, v in args.model_kwargs.items()),
-            "--dataset", args.data, "--output-dir", out, "--epochs", "2", "--warmup-epochs", "0",
-            "--batch-size", str(args.batch_size), "--max-train-samples", str(args.batch_size * args.steps),
-            "--max-eval-samples", str(args.batch_size), "--val-split", "0", "--mixed-precision", precision,
-            "--compile" if compiled else "--no-compile",
-        ]  # fmt: skip
+        settings = TrainingSettings().with_flags(
+            model=args.model, model_kwargs=args.model_kwargs, dataset=args.data, output_dir=out, epochs=2,
+            warmup_epochs=0.0, batch_size=args.batch_size, max_train_samples=args.batch_size * args.steps,
+            max_eval_samples=args.batch_size, val_split=0.0, mixed_precision=precision, compile=compiled,
+        )  # fmt: skip
         # accelerate keeps one state per process; forget the previous arm's precision (as its own tests do)
         AcceleratorState._reset_state(reset_partial_state=True)
         GradientState._reset_state()
-        train(training_parser().parse_args(argv))
+        run(settings)
         return json.loads((Path(out) / "metrics.jsonl").read_text().splitlines()[1])["images_per_sec"]
 
 

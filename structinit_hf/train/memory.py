@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from accelerate import PartialState
@@ -22,9 +21,7 @@ from accelerate.utils import gather_object
 from torch import nn
 
 from .errors import UsageError
-
-if TYPE_CHECKING:
-    from .args import Recipe
+from .settings import Recipe
 
 __all__ = [
     "DECODE_OVERHEAD",

@@ -28,7 +28,6 @@ from timm.utils import ModelEmaV3
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from .args import ModelSettings, Recipe, Speed, TrainingSettings
 from .checkpoints import RunState
 from .checks import check_run_args
 from .data import ImageClassificationData, known_label_names, load_image_classification
@@ -45,6 +44,7 @@ from .loading import (
 from .memory import DECODE_OVERHEAD, MemoryPlan, plan_memory
 from .model_kwargs import check_model_kwargs
 from .run_folder import ResumePoint, RunLock, default_output_dir, lock_run_folder, open_run_folder, start_run_state
+from .settings import ModelSettings, Recipe, Speed, TrainingSettings
 from .step import TrainingStep
 from .tensor_data import training_datasets
 
