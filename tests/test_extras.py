@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import script_path
 from without_package import package_not_installed
 
 from structinit_hf.train import checks, commands
@@ -32,21 +33,22 @@ MISSING = {
     "train-accelerate": ("train", "accelerate", "train"),
     "evaluate-datasets": ("evaluate", "datasets", "train"),
     "push-jinja2": ("push_to_hub", "jinja2", "train"),
-    "benchmark-datasets": ("benchmark_small_data", "datasets", "train"),
-    "benchmark-matplotlib": ("benchmark_small_data", "matplotlib", "bench"),  # drawn after training: checked before it
-    "report-matplotlib": ("campaign_report", "matplotlib", "bench"),
+    "benchmark-datasets": ("study/benchmark_small_data", "datasets", "train"),
+    # drawn after training: checked before it
+    "benchmark-matplotlib": ("study/benchmark_small_data", "matplotlib", "bench"),
+    "report-matplotlib": ("study/campaign_report", "matplotlib", "bench"),
 }
 
 
 def _argv(script: str, out: Path) -> list[str]:
     """--help stops at the imports; the report imports matplotlib only when it draws."""
-    return ["--out-dir", str(out / "report")] if script == "campaign_report" else ["--help"]
+    return ["--out-dir", str(out / "report")] if script.endswith("campaign_report") else ["--help"]
 
 
 def _check_names_the_extra(case: str, done: subprocess.CompletedProcess) -> None:
     script, module, extra = MISSING[case]
-    script_path = REPO / "scripts" / f"{script}.py"
-    line = f"error: {script_path} needs {module} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"
+    script_file = script_path(script)
+    line = f"error: {script_file} needs {module} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"
     assert (done.returncode, done.stderr.strip().splitlines()) == (2, [line])
 
 
@@ -70,7 +72,7 @@ def test_a_script_without_its_extra_in_a_fresh_process_says_which_to_install(tmp
     (tmp_path / module / "__init__.py").write_text(f"raise ModuleNotFoundError({message!r}, name={module!r})")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
-        [sys.executable, f"{REPO / 'scripts' / script}.py", *_argv(script, tmp_path)],
+        [sys.executable, str(script_path(script)), *_argv(script, tmp_path)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     _check_names_the_extra(case, done)

@@ -12,22 +12,17 @@ import timm
 import torch
 from timm.models.convit import GPSA, ConVit
 
-from structinit_hf.benchmark import runs as benchmark_runs
-from structinit_hf.benchmark import small_data
 from structinit_hf.benchmark.arms import ABLATION_ARMS, ARMS, select_arms, study_arm_names
 from structinit_hf.benchmark.plots import nonlocality
-from structinit_hf.benchmark.profiles import (
-    PROFILES,
-    BenchmarkDataset,
-    Profile,
-    arm_model_kwargs,
-    proxy_lr,
-    with_epochs,
-)
-from structinit_hf.benchmark.report import aggregate_runs, render_results_markdown, write_outputs, write_release_cards
+from structinit_hf.benchmark.profiles import BenchmarkDataset, Profile, arm_model_kwargs, proxy_lr, with_epochs
 from structinit_hf.benchmark.runs import run_dir_for, run_settings
-from structinit_hf.benchmark.small_data import run_benchmark
+from structinit_hf.benchmark.summary import aggregate_runs, render_results_markdown, write_outputs
 from structinit_hf.train.hub import push_to_hub
+from study import small_data
+from study import small_data_runs as benchmark_runs
+from study.profiles import PROFILES
+from study.release import write_release_cards
+from study.small_data import run_benchmark
 
 TINY_ARCHITECTURE = {"img_size": 16, "patch_size": 4, "depth": 1}
 TINY_RECIPE = {

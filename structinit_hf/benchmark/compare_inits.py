@@ -44,9 +44,9 @@ from ..train import (
 )
 from .arms import ALL_ARMS, FAMILY_ARMS, arm_label, select_arms
 from .profiles import PROFILES, WIDE_HEAD_DIM, BenchmarkDataset, Profile, proxy_lr
-from .report import aggregate_runs, numerics_line, write_outputs
 from .runs import RUN_LOG, RUN_RESULTS, changed_flags, run_settings
 from .stats import mean_std_text, paired_comparison
+from .summary import aggregate_runs, numerics_line, write_outputs
 
 __all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "THREADS", "compare_inits", "compare_parser", "render_table"]
 

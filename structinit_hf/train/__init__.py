@@ -31,6 +31,7 @@ from .settings import (
 if TYPE_CHECKING:
     from .checkpoints import find_checkpoint, read_trainer_state
     from .data import VALIDATION_SPLITS, find_columns, load_raw_dataset, stratified_split
+    from .evaluation import load_images
     from .loading import load_model
     from .loop import run
     from .run_folder import LOCK_FILE, acquire_run_lock, result_flags
@@ -53,6 +54,7 @@ __all__ = [
     "dataset_source",
     "find_checkpoint",
     "find_columns",
+    "load_images",
     "load_model",
     "load_raw_dataset",
     "read_trainer_state",
@@ -70,6 +72,7 @@ _LAZY = {
     "load_raw_dataset": "data",
     "stratified_split": "data",
     "load_model": "loading",
+    "load_images": "evaluation",
     "find_checkpoint": "checkpoints",
     "read_trainer_state": "checkpoints",
     "LOCK_FILE": "run_folder",

@@ -5,7 +5,7 @@ per image of the micro-batch, the activations autograd saves for the backward pa
 backward pass makes from them.  :func:`saved_bytes_per_image` counts the saved activations with
 ``torch.autograd.graph.saved_tensors_hooks`` on a forward of two images (no step is taken, the random state is
 left as it was); :data:`STEP_OVERHEAD` scales that count to the measured peak
-(``python scripts/benchmark_memory.py``).  :func:`fit_micro_batch` then picks the largest micro-batch that
+(the repository's step-memory measurement).  :func:`fit_micro_batch` then picks the largest micro-batch that
 fits, keeping the global batch through gradient accumulation.
 """
 
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 # measured peak growth of a training step per image / saved activations per image, rounded up
-# (ViT-Tiny, 32 px, patch 2, depth 12, fp32 on CPU; scripts/benchmark_memory.py)
+# (ViT-Tiny, 32 px, patch 2, depth 12, fp32 on CPU)
 STEP_OVERHEAD = 1.5
 
 
