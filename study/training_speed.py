@@ -40,8 +40,8 @@ from structinit_hf.train import KeyValueAction, TrainingSettings, run
 from structinit_hf.train.data import dataset_source, load_image_classification
 from structinit_hf.train.dataloaders import train_dataloader
 from structinit_hf.train.evaluation import library_versions
-from structinit_hf.train.loading import load_model, model_data_config
-from structinit_hf.train.run_setup import device_defaults
+from structinit_hf.train.models import load_model, model_data_config
+from structinit_hf.train.prepare import device_defaults
 from structinit_hf.train.tensor_data import training_datasets
 
 __all__ = ["MODES", "measure_throughput", "throughput_parser"]

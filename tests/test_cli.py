@@ -229,7 +229,7 @@ def test_every_training_flag_has_one_settings_field_and_the_record_keeps_them_al
 def test_an_unknown_model_keyword_names_the_nearest_one(model, typo, nearest):
     """Catches a misspelt keyword surfacing as timm's bare TypeError (a traceback, no suggestion) for a network whose
     keywords cannot be read off the entrypoint's annotation."""
-    from structinit_hf.train.loading import create_timm_model
+    from structinit_hf.train.models import create_timm_model
 
     with pytest.raises(UsageError, match=rf"unknown model keyword '{typo}' for {model} \(did you mean '{nearest}'\?\)"):
         create_timm_model(model, **{typo: 0.1})

@@ -18,7 +18,7 @@ from structinit_hf.models.common import CIFAR10_MEAN, CIFAR10_STD
 from structinit_hf.train.args import evaluation_parser
 from structinit_hf.train.commands import run_script
 from structinit_hf.train.evaluation import run_evaluation
-from structinit_hf.train.loading import eval_transform, load_model, model_data_config
+from structinit_hf.train.models import eval_transform, load_model, model_data_config
 
 REPO = Path(__file__).resolve().parents[1]
 MEAN, STD = 0.4, 0.2

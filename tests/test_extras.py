@@ -11,7 +11,8 @@ import pytest
 from conftest import script_path
 from without_package import package_not_installed
 
-from structinit_hf.train import checks, commands
+from structinit_hf.train import commands
+from structinit_hf.train import settings_checks as checks
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from .checkpoints import find_checkpoint, read_trainer_state
     from .data import VALIDATION_SPLITS, find_columns, load_raw_dataset, stratified_split
     from .evaluation import load_images
-    from .loading import load_model
     from .loop import run
+    from .models import load_model
+    from .prepare import usable_cpus
     from .run_folder import LOCK_FILE, acquire_run_lock, result_flags
-    from .run_setup import usable_cpus
 
 __all__ = [
     "LOCK_FILE",
@@ -71,14 +71,14 @@ _LAZY = {
     "find_columns": "data",
     "load_raw_dataset": "data",
     "stratified_split": "data",
-    "load_model": "loading",
+    "load_model": "models",
     "load_images": "evaluation",
     "find_checkpoint": "checkpoints",
     "read_trainer_state": "checkpoints",
     "LOCK_FILE": "run_folder",
     "acquire_run_lock": "run_folder",
     "result_flags": "run_folder",
-    "usable_cpus": "run_setup",
+    "usable_cpus": "prepare",
 }
 
 

@@ -1,6 +1,6 @@
 """Score a classifier with Accelerate and write ``results.json`` (``scripts/evaluate.py``).
 
-Models come from :mod:`structinit_hf.train.loading` (any model source, prepared its own way). Scoring gathers
+Models come from :mod:`structinit_hf.train.models` (any model source, prepared its own way). Scoring gathers
 predictions across processes with ``accelerator.gather_for_metrics``, so the counts are exact on any number
 of processes.
 """
@@ -31,14 +31,14 @@ from .data import ImageClassificationData, find_columns, load_image_classificati
 from .dataloaders import TransformedImages, eval_dataloader
 from .errors import UsageError
 from .images import rgb_image
-from .loading import (
+from .model_kwargs import check_model_kwargs
+from .models import (
     check_label_names,
     check_model_source,
     eval_transform,
     load_model,
     num_outputs,
 )
-from .model_kwargs import check_model_kwargs
 from .tensor_data import decode_split
 
 __all__ = [

@@ -26,8 +26,8 @@ from .args import settings_from_args
 from .checkpoints import complete_checkpoints, save_training_state
 from .evaluation import evaluate, peak_gpu_memory_mb, results_record
 from .export import save_final_model
+from .prepare import Run, setup_run
 from .run_folder import append_metrics, result_flags
-from .run_setup import Run, setup_run
 from .settings import RunRecord, TrainingSettings
 
 __all__ = [

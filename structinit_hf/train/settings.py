@@ -114,7 +114,7 @@ class Recipe:
 
 @dataclass(frozen=True)
 class Speed:
-    """How fast it runs; None is left to the device (:func:`structinit_hf.train.setup.device_defaults`)."""
+    """How fast it runs; None is left to the device (:func:`structinit_hf.train.prepare.device_defaults`)."""
 
     workers: int | None = None
     mixed_precision: str | None = None

@@ -1,13 +1,13 @@
-"""Everything a training run sets up before its first step, in the order that fails fastest; each step's policy lives
-in its own module, this one only calls them in order.
+"""Everything a training run prepares before its first step, in the order that fails fastest; each step's policy
+lives in its own module, this one only calls them in order.
 
-The flags' values (:mod:`.checks`), device defaults, then the run folder (:mod:`.run_folder`: the lock, what a kill
-left, the resume point), the model (built and validated before any image is read when the dataset's metadata names
-the classes: :mod:`.loading`), the data (:mod:`.data`, every image decoded once and checked: :mod:`.tensor_data`), the
-batch (:func:`.dataloaders.fit_batch`) and the memory plan (:mod:`.memory`), and last the Accelerator, built once with
-the accumulation that plan fixed, ``accelerator.prepare`` and the restored state. :func:`setup_run` returns it all as
-one :class:`Run`. The settings are read, never changed: what the device and the memory plan decide for flags left
-unset is recorded beside them (:attr:`Run.flags`).
+The settings' values (:mod:`.settings_checks`), device defaults, then the run folder (:mod:`.run_folder`: the lock,
+what a kill left, the resume point), the model (built and validated before any image is read when the dataset's
+metadata names the classes: :mod:`.models`), the data (:mod:`.data`, every image decoded once and checked:
+:mod:`.tensor_data`), the batch (:func:`.dataloaders.fit_batch`) and the memory plan (:mod:`.memory_plan`), and last
+the Accelerator, built once with the accumulation that plan fixed, ``accelerator.prepare`` and the restored state.
+:func:`setup_run` returns it all as one :class:`Run`. The settings are read, never changed: what the device and the
+memory plan decide for flags left unset is recorded beside them (:attr:`Run.flags`).
 """
 
 from __future__ import annotations
@@ -29,11 +29,12 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from .checkpoints import RunState
-from .checks import check_run_args
 from .data import ImageClassificationData, known_label_names, load_image_classification
 from .dataloaders import eval_dataloader, fit_batch, train_dataloader
 from .errors import UsageError
-from .loading import (
+from .memory_plan import DECODE_OVERHEAD, MemoryPlan, plan_memory
+from .model_kwargs import check_model_kwargs
+from .models import (
     LoadedModel,
     check_label_names,
     check_model_source,
@@ -41,10 +42,9 @@ from .loading import (
     load_model,
     model_data_config,
 )
-from .memory import DECODE_OVERHEAD, MemoryPlan, plan_memory
-from .model_kwargs import check_model_kwargs
 from .run_folder import ResumePoint, RunLock, default_output_dir, lock_run_folder, open_run_folder, start_run_state
 from .settings import ModelSettings, Recipe, Speed, TrainingSettings
+from .settings_checks import check_run_args
 from .step import TrainingStep
 from .tensor_data import training_datasets
 

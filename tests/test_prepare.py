@@ -53,7 +53,7 @@ def test_skip_bad_images_trains_without_them_and_says_how_many(tmp_path, capsys)
 def test_device_defaults_follow_the_device_and_explicit_settings_win(monkeypatch) -> None:
     """Catches GPU defaults leaking onto CPU (results would change), a CUDA run left at fp32 / no workers / eager,
     fp16 not chosen where bf16 is unsupported, and a flag or accelerate config overridden by the defaults."""
-    from structinit_hf.train.run_setup import DeviceDefaults, device_defaults
+    from structinit_hf.train.prepare import DeviceDefaults, device_defaults
 
     args = speed([])
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
