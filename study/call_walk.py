@@ -28,12 +28,13 @@ def _part(filename: str) -> str | None:
         return None
 
 
-def walk(command: list[str]) -> dict[str, int]:
+def walk(command: list[str]) -> tuple[dict[str, int], list[str]]:
     """Run ``structinit-hf <command>`` under a profiler; count the package files entered and the calls from a
-    ``benchmark/`` frame into a ``train/`` file."""
+    ``benchmark/`` frame into a ``train/`` file; list the ``train/`` files those calls enter."""
     from structinit_hf.__main__ import main
 
     files: set[str] = set()
+    entered: set[str] = set()  # the train/ files a benchmark/ frame calls into
     crossings = 0
     cache: dict[str, str | None] = {}
 
@@ -52,6 +53,7 @@ def walk(command: list[str]) -> dict[str, int]:
             origin = cache[back] if back in cache else cache.setdefault(back, _part(back))
             if origin is not None and origin.startswith("benchmark/"):
                 crossings += 1
+                entered.add(part)
 
     sys.setprofile(profile)
     threading.setprofile(profile)
@@ -68,15 +70,18 @@ def walk(command: list[str]) -> dict[str, int]:
         "train_files": sum(part.startswith("train/") for part in files),
         "benchmark_files": sum(part.startswith("benchmark/") for part in files),
         "benchmark_to_train_calls": crossings,
-    }
+        "train_files_called_from_benchmark": len(entered),
+    }, sorted(entered)
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         train = walk(["train", *TINY_MODEL, *TINY_DATA, "--max-eval-samples", "32", "--output-dir", f"{scratch}/t"])
         compare = walk(["compare", "--arms", "default", *TINY_MODEL, *TINY_DATA, "--output-dir", f"{scratch}/c"])
-    for name, counts in (("train", train), ("compare", compare)):
+    for name, (counts, entered) in (("train", train), ("compare", compare)):
         print(name, "  ".join(f"{key} {value}" for key, value in counts.items()))
+        if entered:
+            print("  train/ files called from benchmark/:", " ".join(entered))
 
 
 if __name__ == "__main__":

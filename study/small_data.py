@@ -1,16 +1,15 @@
 """The small-data benchmark: the paper's Table 2 and Figure 3 comparison, reproducible with one command.
 
-Every arm trains the same architecture with one shared recipe through ``scripts/train.py``'s code
-(:func:`structinit_hf.train.loop.train`, one subprocess per run); only the attention init differs, and
+Every arm trains the same architecture with one shared recipe through :func:`structinit_hf.train.run` (one spawned
+process per run: :mod:`study.small_data_runs`); only the attention init differs, and
 ConViT-Tiny at the same size is the architectural peer. Runs with the same seed see the same data in
 the same order whatever the arm (``train.py`` derives the split, the shuffle and the augmentation from
 ``--seed`` alone). A run is finished when its ``results.json`` exists, so an interrupted benchmark
 resumes where it stopped: finished runs are kept, a run cut short resumes from its last epoch checkpoint.
 
-Modules: :mod:`.arms` (arms and profiles), :mod:`.runs` (training the runs), :mod:`.report`
-(tables, curves, release cards); this one ties them together and is ``study/benchmark_small_data.py``.
-
-The profiles (data, size, recipe) are described in :mod:`.arms`.
+Modules: :mod:`structinit_hf.benchmark.arms` (arms), :mod:`study.profiles` (profiles), :mod:`study.small_data_runs`
+(training the runs), :mod:`structinit_hf.benchmark.summary` (tables, curves), :mod:`study.release` (release cards);
+this one ties them together and is ``study/benchmark_small_data.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The benchmark's runs: the settings of one (arm, seed) run and the process that trains it, resumable.
+"""A comparison's runs: the training settings of one (arm, seed) run, its folder, and whether a finished run is it.
 
-A run is finished when its ``results.json`` exists; a finished run is reused only if it is the run the
-benchmark would train now (same settings, same init settings), and a run cut short resumes from its
-newest complete checkpoint. Training goes through :func:`structinit_hf.train.run` only.
+A run is finished when its ``results.json`` exists; a finished run is reused only if it is the run the comparison
+would train now (same settings), and a run cut short resumes from its newest complete checkpoint (``resume="latest"``).
+Training goes through :func:`structinit_hf.train.run` only.
 """
 
 from __future__ import annotations

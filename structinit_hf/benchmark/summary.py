@@ -1,4 +1,4 @@
-"""The benchmark's record (``results.json``), table (``results.md``), curves and release cards."""
+"""The record (``results.json``), table (``results.md``) and curves (``curves.png``) of a comparison's finished runs."""
 
 from __future__ import annotations
 

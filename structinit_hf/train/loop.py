@@ -1,4 +1,6 @@
-"""Train an image classifier with Accelerate: the paper's CIFAR recipe on any ``datasets`` source.
+"""The one entry into training, :func:`run` (settings in, a :class:`~.settings.RunRecord` out), and its epoch loop.
+
+Trains an image classifier with Accelerate: the paper's CIFAR recipe on any ``datasets`` source.
 
 :func:`run` reads as accelerate's ``complete_cv_example.py`` does: :func:`setup_run` (device
 defaults, model, data, ``accelerator.prepare``, resume), then per epoch :func:`train_one_epoch`,
