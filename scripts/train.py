@@ -13,7 +13,7 @@ from structinit_hf.train.commands import run_script, script_imports
 
 with script_imports():
     from structinit_hf.train.args import training_parser
-    from structinit_hf.train.loop import train
+    from structinit_hf.train.loop import run_command
 
 if __name__ == "__main__":
-    sys.exit(run_script(training_parser(), train))
+    sys.exit(run_script(training_parser(), run_command))

@@ -12,11 +12,11 @@ next_job() { flock 9; head -n 1 "$queue"; sed -i 1d "$queue"; } 9> "$queue.lock"
 lane() {
   local profile seed arm root dataset
   while read -r profile seed arm root dataset <<< "$(next_job)" && [ -n "${profile:-}" ]; do
-    [ -n "${dataset:-}" ] || dataset=$(python -c "from structinit_hf.benchmark.profiles import PROFILES
+    [ -n "${dataset:-}" ] || dataset=$(python -c "from study.profiles import PROFILES
 print(next(iter(PROFILES['$profile'].datasets)))")
     [ -f "$records/$profile-$dataset/seed$seed-$arm/results.json" ] && continue
     echo "$(date +%T) lane $1: $profile seed $seed $arm"
-    taskset -c "$2" nice -n 19 python scripts/benchmark_small_data.py --profile "$profile" --dataset "$dataset" --data-root "$root" --jobs 1 \
+    taskset -c "$2" nice -n 19 python study/benchmark_small_data.py --profile "$profile" --dataset "$dataset" --data-root "$root" --jobs 1 \
       --runs-dir "runs/queue/$profile-$dataset/seed$seed" --out-dir "$records/$profile-$dataset/seed$seed-$arm" \
       --seeds "$seed" --arms "$arm" > "runs/queue/$profile-$seed-$arm.log" 2>&1 \
       && echo "$(date +%T) lane $1: $profile seed $seed $arm done" \

@@ -43,6 +43,11 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def script_path(name: str) -> Path:
+    """``scripts/<name>.py``, or ``<name>.py`` from the repository root for a name with a folder (``study/...``)."""
+    return REPO / f"{name}.py" if "/" in name else REPO / "scripts" / f"{name}.py"
+
+
 @pytest.fixture
 def script_in_process(monkeypatch, capsys) -> Iterator[Callable[[str, Sequence[str]], CompletedProcess]]:
     """Run ``python <repository>/scripts/<name>.py ARGV`` in this process: the file runs as ``__main__`` with
@@ -59,7 +64,7 @@ def script_in_process(monkeypatch, capsys) -> Iterator[Callable[[str, Sequence[s
         GradientState._reset_state()
 
     def run(name: str, argv: Sequence[str]) -> CompletedProcess:
-        script = str(REPO / "scripts" / f"{name}.py")
+        script = str(script_path(name))
         monkeypatch.setattr(sys, "argv", [script, *argv])
         forget_accelerate_state()
         capsys.readouterr()  # what the test printed before

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from structinit_hf.benchmark.campaign import records, sources
-from structinit_hf.benchmark.campaign.records import build_campaign, build_width, merge_scores
-from structinit_hf.benchmark.campaign.sources import WidthSetting
-from structinit_hf.benchmark.campaign.tables import render_campaign_markdown, width_markdown
 from structinit_hf.benchmark.stats import decide, paired_comparison, paired_differences, spread
+from study.campaign import records, sources
+from study.campaign.records import build_campaign, build_width, merge_scores
+from study.campaign.sources import WidthSetting
+from study.campaign.tables import render_campaign_markdown, width_markdown
 
 REPO = Path(__file__).resolve().parents[1]
-REPORT = REPO / "benchmarks/small_data/campaign/results.md"
+REPORT = REPO / "study/records/small_data/campaign/results.md"
 
 
 def _record(arms: dict[str, dict[int, float]]) -> dict:
@@ -128,7 +128,7 @@ def test_a_size_gathers_every_batch_folder_its_pattern_matches(tmp_path, monkeyp
 
 
 def test_the_committed_report_is_the_committed_records():
-    """Catches a batch of runs committed without rerunning scripts/campaign_report.py (a stale results.md)."""
+    """Catches a batch of runs committed without rerunning study/campaign_report.py (a stale results.md)."""
     assert render_campaign_markdown(build_campaign(REPO)) == REPORT.read_text()
 
 
@@ -147,7 +147,8 @@ def test_convit_runs_at_the_width_of_the_vit_arms():
     import timm
 
     from structinit_hf.benchmark.arms import ARMS
-    from structinit_hf.benchmark.profiles import PROFILES, arm_model_kwargs
+    from structinit_hf.benchmark.profiles import arm_model_kwargs
+    from study.profiles import PROFILES
 
     for name in ("cpu-proxy-n2500", "cpu-proxy-n5000"):
         profile = PROFILES[name]
@@ -248,7 +249,7 @@ def test_convit_geometry_is_stated_from_its_records(tmp_path, monkeypatch):
 def test_the_attention_distance_table_says_whether_default_became_local():
     """Catches the locality line comparing the wrong numbers: default's most local trained block against the same
     regime's impulse 3x3 and against the reference regime's default."""
-    from structinit_hf.benchmark.campaign.attention_distance import default_locality, render
+    from study.campaign.attention_distance import default_locality, render
 
     def run(init, trained):
         return {"top1": 30.0, "init": init, "trained": trained}
@@ -330,8 +331,8 @@ def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, mo
 
 
 def test_each_init_is_judged_at_its_better_learning_rate_too():
-    from structinit_hf.benchmark.campaign.records import _setting, build_best_rate
-    from structinit_hf.benchmark.campaign.tables import best_rate_markdown
+    from study.campaign.records import _setting, build_best_rate
+    from study.campaign.tables import best_rate_markdown
 
     def setting(lr: float, scores: dict[str, dict[int, float]]) -> dict:
         return {"lr": lr, **_setting(scores, sources.WIDTH_ARMS, sources.WIDTH_REFERENCES)}
@@ -358,8 +359,8 @@ def test_each_init_is_judged_at_its_better_learning_rate_too():
 
 
 def test_the_longer_run_of_a_width_is_paired_with_its_ten_epochs_on_the_seed():
-    from structinit_hf.benchmark.campaign.records import _setting, build_width_length
-    from structinit_hf.benchmark.campaign.tables import width_length_markdown
+    from study.campaign.records import _setting, build_width_length
+    from study.campaign.tables import width_length_markdown
 
     def setting(epochs: int, scores: dict[str, dict[int, float]], devices: dict[str, list[int]]) -> dict:
         geometry = {"images": 2_500, "width": 192, "head_dim": 64, "lr": 3e-4, "warmup_epochs": 1.0}
@@ -412,5 +413,5 @@ def test_the_width_table_quotes_the_committed_report():
     table = readme[readme.index("| 2,500 images, 10 epochs, 3 seeds |") :].split("\n\n")[0]
     figures = re.findall(r"[+-]\d+\.\d\d ± \d+\.\d\d", table)
     assert len(figures) == 22, table
-    report = (REPO / "benchmarks/small_data/campaign/results.md").read_text()
+    report = (REPO / "study/records/small_data/campaign/results.md").read_text()
     assert [figure for figure in figures if figure not in report] == []

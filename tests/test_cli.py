@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import script_path
 
 from structinit_hf.train.commands import run_script
 from structinit_hf.train.errors import USAGE_EXIT_STATUS, UsageError, check_kwarg_types, did_you_mean
@@ -83,18 +84,18 @@ def test_plot_attention_script_reports_a_user_error_in_one_line(capsys):
 # a benchmark script, its argv (relative paths, from an empty folder) and how its one error line starts
 BENCHMARK_ERRORS = {
     "solver": (
-        "benchmark_solver",
+        "study/benchmark_solver",
         ["--data", "no/such/folder"],
         "error: --data 'no/such/folder' is not a dataset folder",
     ),
     "no-data-root": (
-        "benchmark_small_data",
+        "study/benchmark_small_data",
         ["--profile", "cifar10"],
         "error: profile 'cifar10' reads 'cifar10' from a local folder: pass --data-root DIR (the folder holding "
         "cifar10/, e.g. data) or --data-path",
     ),
     "missing-data-root": (
-        "benchmark_small_data",
+        "study/benchmark_small_data",
         ["--profile", "cifar10", "--data-root", "no/such"],
         "error: dataset folder 'no/such/cifar10' does not exist; pass its location with --data-path",
     ),
@@ -118,7 +119,7 @@ def test_benchmark_scripts_exit_2_with_one_line(case, tmp_path, monkeypatch, scr
 @pytest.mark.slow  # a fresh Python, as a shell starts the script
 def test_a_benchmark_script_from_a_fresh_process_exits_2_with_one_line(tmp_path):
     script, argv, _ = BENCHMARK_ERRORS["missing-data-root"]
-    command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv]
+    command = [sys.executable, str(script_path(script)), *argv]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     _check_benchmark_error("missing-data-root", done)
 
@@ -196,11 +197,13 @@ def test_every_training_flag_has_one_settings_field_and_the_record_keeps_them_al
     record it), a flag in two groups, and a resolved value (precision, accumulation) that does not reach the record."""
     import dataclasses
 
-    from structinit_hf.train.args import TrainingSettings, training_parser
+    from structinit_hf.train.args import settings_from_args, training_parser
+    from structinit_hf.train.settings import TrainingSettings
 
     parser = training_parser()
     dests = [action.dest for action in parser._actions if action.dest != "help"]
-    settings = TrainingSettings.from_args(parser.parse_args(["--scale", "0.5", "1"]))
+    assert settings_from_args(parser.parse_args([])) == TrainingSettings()  # each field's default is its flag's
+    settings = settings_from_args(parser.parse_args(["--scale", "0.5", "1"]))
     fields = [
         f.name for group in dataclasses.fields(settings) for f in dataclasses.fields(getattr(settings, group.name))
     ]
@@ -226,7 +229,7 @@ def test_every_training_flag_has_one_settings_field_and_the_record_keeps_them_al
 def test_an_unknown_model_keyword_names_the_nearest_one(model, typo, nearest):
     """Catches a misspelt keyword surfacing as timm's bare TypeError (a traceback, no suggestion) for a network whose
     keywords cannot be read off the entrypoint's annotation."""
-    from structinit_hf.train.loading import create_timm_model
+    from structinit_hf.train.models import create_timm_model
 
     with pytest.raises(UsageError, match=rf"unknown model keyword '{typo}' for {model} \(did you mean '{nearest}'\?\)"):
         create_timm_model(model, **{typo: 0.1})
@@ -238,19 +241,19 @@ PARSERS = {
     "evaluate": ("structinit_hf.train.args", "evaluation_parser", (), "--batch", "--batch-size"),
     "compare": ("structinit_hf.benchmark.compare_inits", "compare_parser", (), "--seed", "--seeds"),
     "push-to-hub": ("structinit_hf.train.hub", "push_parser", (), "--revis", "--revision"),
-    "benchmark_small_data": ("structinit_hf.benchmark.small_data", "benchmark_parser", (), "--seed", "--seeds"),
-    "benchmark_solver": ("structinit_hf.benchmark.solver", "solver_parser", (), "--repeat", "--repeats"),
-    "benchmark_memory": ("structinit_hf.benchmark.memory", "memory_parser", (), "--micro", "--micro-batches"),
-    "benchmark_training": ("structinit_hf.benchmark.training_speed", "throughput_parser", (), "--step", "--steps"),
+    "benchmark_small_data": ("study.small_data", "benchmark_parser", (), "--seed", "--seeds"),
+    "benchmark_solver": ("study.solver_cost", "solver_parser", (), "--repeat", "--repeats"),
+    "benchmark_memory": ("study.step_memory", "memory_parser", (), "--micro", "--micro-batches"),
+    "benchmark_training": ("study.training_speed", "throughput_parser", (), "--step", "--steps"),
     "plot_attention": ("structinit_hf.benchmark.plots", "attention_parser", (), "--check", "--checkpoint"),
     "campaign_attention_distance": (
-        "structinit_hf.benchmark.campaign.attention_distance",
+        "study.campaign.attention_distance",
         "attention_distance_parser",
         (),
         "--num",
         "--num-images",
     ),
-    "campaign_report": ("structinit_hf.benchmark.campaign.report", "campaign_parser", ("report",), "--ro", "--root"),
+    "campaign_report": ("study.campaign.report", "campaign_parser", ("report",), "--ro", "--root"),
 }
 
 
@@ -287,7 +290,7 @@ def test_no_parser_is_built_with_abbreviations():
     import ast
 
     missing = []
-    for path in [*REPO.glob("structinit_hf/**/*.py"), *REPO.glob("scripts/*.py"), *REPO.glob("benchmarks/**/*.py")]:
+    for path in [*REPO.glob("structinit_hf/**/*.py"), *REPO.glob("scripts/*.py"), *REPO.glob("study/records/**/*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.Call)

@@ -126,8 +126,8 @@ def test_the_same_compare_prints_the_same_table_whatever_the_machines_thread_cou
 
 
 def test_the_readme_shows_the_committed_compare_output():
-    """The README's table is the one `scripts/benchmark_compare.sh` recorded with the torch a fresh install gets."""
-    committed = (REPO / "benchmarks/compare/torch-2.14.1/output.md").read_text().splitlines()
+    """The README's table is the one `study/benchmark_compare.sh` recorded with the torch a fresh install gets."""
+    committed = (REPO / "study/records/compare/torch-2.14.1/output.md").read_text().splitlines()
     readme = (REPO / "README.md").read_text()
     rows = [line for line in committed if line.startswith("| ")]
     assert len(rows) == 4 and all(row in readme for row in rows)

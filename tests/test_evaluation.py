@@ -18,7 +18,7 @@ from structinit_hf.models.common import CIFAR10_MEAN, CIFAR10_STD
 from structinit_hf.train.args import evaluation_parser
 from structinit_hf.train.commands import run_script
 from structinit_hf.train.evaluation import run_evaluation
-from structinit_hf.train.loading import eval_transform, load_model, model_data_config
+from structinit_hf.train.models import eval_transform, load_model, model_data_config
 
 REPO = Path(__file__).resolve().parents[1]
 MEAN, STD = 0.4, 0.2
@@ -153,9 +153,9 @@ def test_a_hub_model_offline_is_one_line_naming_it_and_hf_hub_offline(command, m
     """Catches timm's "An error happened while trying to locate the file on the Hub" (it names neither the model nor
     HF_HUB_OFFLINE) reaching the user of train or evaluate, or the two commands wording the same case apart."""
     from structinit_hf.train.args import training_parser
-    from structinit_hf.train.loop import train
+    from structinit_hf.train.loop import run_command
 
-    parser, function = (training_parser(), train) if command == "train" else (evaluation_parser(), run_evaluation)
+    parser, function = (training_parser(), run_command) if command == "train" else (evaluation_parser(), run_evaluation)
     out = ["--output-dir", str(tmp_path / "run")] if command == "train" else ["--output", str(tmp_path / "r.json")]
     assert run_script(parser, function, ["--model", model, "--dataset", "cifar10-sample", *out]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (

@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import script_path
 from without_package import package_not_installed
 
-from structinit_hf.train import checks, commands
+from structinit_hf.train import commands
+from structinit_hf.train import settings_checks as checks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,21 +34,22 @@ MISSING = {
     "train-accelerate": ("train", "accelerate", "train"),
     "evaluate-datasets": ("evaluate", "datasets", "train"),
     "push-jinja2": ("push_to_hub", "jinja2", "train"),
-    "benchmark-datasets": ("benchmark_small_data", "datasets", "train"),
-    "benchmark-matplotlib": ("benchmark_small_data", "matplotlib", "bench"),  # drawn after training: checked before it
-    "report-matplotlib": ("campaign_report", "matplotlib", "bench"),
+    "benchmark-datasets": ("study/benchmark_small_data", "datasets", "train"),
+    # drawn after training: checked before it
+    "benchmark-matplotlib": ("study/benchmark_small_data", "matplotlib", "bench"),
+    "report-matplotlib": ("study/campaign_report", "matplotlib", "bench"),
 }
 
 
 def _argv(script: str, out: Path) -> list[str]:
     """--help stops at the imports; the report imports matplotlib only when it draws."""
-    return ["--out-dir", str(out / "report")] if script == "campaign_report" else ["--help"]
+    return ["--out-dir", str(out / "report")] if script.endswith("campaign_report") else ["--help"]
 
 
 def _check_names_the_extra(case: str, done: subprocess.CompletedProcess) -> None:
     script, module, extra = MISSING[case]
-    script_path = REPO / "scripts" / f"{script}.py"
-    line = f"error: {script_path} needs {module} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"
+    script_file = script_path(script)
+    line = f"error: {script_file} needs {module} (the {extra!r} extra): pip install 'structinit-hf[{extra}]'"
     assert (done.returncode, done.stderr.strip().splitlines()) == (2, [line])
 
 
@@ -70,7 +73,7 @@ def test_a_script_without_its_extra_in_a_fresh_process_says_which_to_install(tmp
     (tmp_path / module / "__init__.py").write_text(f"raise ModuleNotFoundError({message!r}, name={module!r})")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
-        [sys.executable, f"{REPO / 'scripts' / script}.py", *_argv(script, tmp_path)],
+        [sys.executable, str(script_path(script)), *_argv(script, tmp_path)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     _check_names_the_extra(case, done)
@@ -89,14 +92,14 @@ def test_only_modules_of_an_extra_count_as_a_missing_extra():
 
 def test_report_to_tensorboard_without_it_is_refused_not_dropped(monkeypatch, capsys):
     """accelerate drops a tracker whose package is missing with a debug log: the run would write no logs, silently."""
-    from structinit_hf.train.args import TrainingSettings, training_parser
+    from structinit_hf.train.args import settings_from_args, training_parser
     from structinit_hf.train.commands import run_script
 
     monkeypatch.setattr(checks, "find_spec", lambda name: None if name == "tensorboard" else object())
     monkeypatch.setattr(sys, "argv", ["scripts/train.py"])
     argv = ["--model", "vit_tiny_impulse3", "--dataset", "unused", "--report-to", "tensorboard"]
     with pytest.raises(SystemExit) as stop:
-        run_script(training_parser(), lambda args: checks.check_run_args(TrainingSettings.from_args(args), 1), argv)
+        run_script(training_parser(), lambda args: checks.check_run_args(settings_from_args(args), 1), argv)
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip() == (
         "error: scripts/train.py needs tensorboard (the 'tensorboard' extra): pip install 'structinit-hf[tensorboard]'"

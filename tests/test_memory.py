@@ -9,9 +9,15 @@ import timm
 import torch
 from tiny_runs import run, synthetic_args, synthetic_dataset, weights
 
-from structinit_hf.train import memory
+from structinit_hf.train import memory_plan as memory
 from structinit_hf.train.errors import UsageError
-from structinit_hf.train.memory import HEADROOM, fit_micro_batch, plan_fits, process_memory_bytes, saved_bytes_per_image
+from structinit_hf.train.memory_plan import (
+    HEADROOM,
+    fit_micro_batch,
+    plan_fits,
+    process_memory_bytes,
+    saved_bytes_per_image,
+)
 
 MB = 2**20
 

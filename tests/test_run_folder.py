@@ -94,7 +94,7 @@ def test_resume_refuses_changed_settings_and_accepts_harmless_ones(tmp_path) -> 
 def test_resume_refuses_a_checkpoint_whose_weights_do_not_fit_the_model(tmp_path, monkeypatch) -> None:
     """Catches a resume after the model code changed (same flags, other parameters) failing inside the optimizer
     load with torch's 'parameter group doesn't match' instead of a message naming the parameters and what to do."""
-    from structinit_hf.train import run_setup
+    from structinit_hf.train import prepare as run_setup
 
     dataset = synthetic_dataset(tmp_path / "data")
     out = tmp_path / "run"

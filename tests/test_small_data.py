@@ -12,22 +12,17 @@ import timm
 import torch
 from timm.models.convit import GPSA, ConVit
 
-from structinit_hf.benchmark import runs as benchmark_runs
-from structinit_hf.benchmark import small_data
 from structinit_hf.benchmark.arms import ABLATION_ARMS, ARMS, select_arms, study_arm_names
 from structinit_hf.benchmark.plots import nonlocality
-from structinit_hf.benchmark.profiles import (
-    PROFILES,
-    BenchmarkDataset,
-    Profile,
-    arm_model_kwargs,
-    proxy_lr,
-    with_epochs,
-)
-from structinit_hf.benchmark.report import aggregate_runs, render_results_markdown, write_outputs, write_release_cards
-from structinit_hf.benchmark.runs import run_dir_for, train_argv
-from structinit_hf.benchmark.small_data import run_benchmark
+from structinit_hf.benchmark.profiles import BenchmarkDataset, Profile, arm_model_kwargs, proxy_lr, with_epochs
+from structinit_hf.benchmark.runs import run_dir_for, run_settings
+from structinit_hf.benchmark.summary import aggregate_runs, render_results_markdown, write_outputs
 from structinit_hf.train.hub import push_to_hub
+from study import small_data
+from study import small_data_runs as benchmark_runs
+from study.profiles import PROFILES
+from study.release import write_release_cards
+from study.small_data import run_benchmark
 
 TINY_ARCHITECTURE = {"img_size": 16, "patch_size": 4, "depth": 1}
 TINY_RECIPE = {
@@ -97,24 +92,26 @@ def test_arms_build_the_inits_they_name() -> None:
 def test_runs_of_one_seed_differ_only_in_the_model() -> None:
     profile = PROFILES["cpu"]
     spec = profile.datasets["cifar10-small"]
-    argvs = {name: train_argv(profile, arm, 1, spec, Path("runs") / name) for name, arm in ARMS.items()}
+    planned = {name: run_settings(profile, arm, 1, spec, Path("runs") / name) for name, arm in ARMS.items()}
 
-    def shared(argv: list[str]) -> list[str]:
-        kwargs_end = argv.index("--dataset")
-        return argv[kwargs_end:-2]  # without --model/--model-kwargs and --output-dir
+    def shared(settings) -> dict:
+        return {
+            key: value for key, value in settings.flags().items() if key not in ("model", "model_kwargs", "output_dir")
+        }
 
-    assert len({tuple(shared(argv)) for argv in argvs.values()}) == 1
-    first = argvs["default"]
-    assert first[first.index("--seed") + 1] == "1"
-    assert first[first.index("--dataset") + 1] == "cifar10-small" and spec.local  # under --data-root
-    assert "weight_init=reset" in argvs["kaiming"] and "weight_init=reset" not in argvs["default"]
-    assert {"patch_size=4", "depth=6", "img_size=32"} <= set(first)
+    assert len({json.dumps(shared(settings)) for settings in planned.values()}) == 1
+    first = planned["default"]
+    assert first.run.seed == 1 and first.run.resume == "latest"
+    assert first.data.dataset == "cifar10-small" and spec.local  # under --data-root
+    assert planned["kaiming"].model.model_kwargs["weight_init"] == "reset"
+    assert "weight_init" not in first.model.model_kwargs
+    assert {"patch_size": 4, "depth": 6, "img_size": 32}.items() <= first.model.model_kwargs.items()
 
     paper = PROFILES["paper"]
     assert set(paper.datasets) == {"cifar10", "cifar100", "svhn"}
-    paper_argv = train_argv(paper, ARMS["impulse3"], 0, paper.datasets["svhn"], Path("run"))
-    assert {"patch_size=2", "depth=12", "cropped_digits"} <= set(paper_argv)
-    assert paper_argv[paper_argv.index("--epochs") + 1] == "200"
+    svhn = run_settings(paper, ARMS["impulse3"], 0, paper.datasets["svhn"], Path("run"))
+    assert {"patch_size": 2, "depth": 12}.items() <= svhn.model.model_kwargs.items()
+    assert svhn.data.dataset_config == "cropped_digits" and svhn.recipe.epochs == 200
 
 
 @pytest.mark.slow
@@ -171,7 +168,7 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, t
     def must_not_train(*args, **kwargs):
         raise AssertionError("a finished run was trained again")
 
-    monkeypatch.setattr(small_data, "_train_one", must_not_train)
+    monkeypatch.setattr(small_data, "train_one", must_not_train)
     again = run_benchmark(profile, arms=["default", "impulse3"], runs_dir=runs, out_dir=out, command="python x.py")
     assert again["arms"] == record["arms"]
 
@@ -194,56 +191,75 @@ def test_a_finished_run_with_other_arguments_is_refused(tmp_path, monkeypatch) -
     spec = profile.datasets["c10"]
     run = run_dir_for(tmp_path, arm, 0)
     fake_run(run, arm.model, 0, [30.0], 30.0)
-    old_argv = train_argv(profile, ARMS["default"], 0, spec, run) + ["--resume", "latest"]
-    (run / "benchmark_run.json").write_text(json.dumps({"argv": old_argv}))
-    monkeypatch.setattr(small_data, "_train_one", lambda *a: pytest.fail("nothing may train"))
-    with pytest.raises(ValueError, match=r"impulse3-seed0 \(other arguments"):
+    record = json.loads((run / "results.json").read_text())
+    other = run_settings(profile, arm, 0, spec, run).with_flags(lr=0.5)
+    (run / "results.json").write_text(json.dumps({**record, "args": other.flags()}))
+    monkeypatch.setattr(small_data, "train_one", lambda *a: pytest.fail("nothing may train"))
+    with pytest.raises(ValueError, match=r"impulse3-seed0 \(other settings: --lr 0.5 \(now"):
         run_benchmark(profile, arms=["impulse3"], runs_dir=tmp_path, out_dir=tmp_path / "out")
     assert (run / "results.json").is_file()  # nothing lost
-    argv, kwargs = train_argv(profile, arm, 0, spec, run), arm_model_kwargs(arm, profile)
-    (run / "benchmark_run.json").write_text(json.dumps({"argv": argv + ["--resume", "latest"]}))
-    benchmark_runs.check_finished_runs([(argv, run, kwargs)])  # a resumed run is the same run
+    settings, kwargs = run_settings(profile, arm, 0, spec, run), arm_model_kwargs(arm, profile)
+    (run / "results.json").write_text(json.dumps({**record, "args": settings.flags(mixed_precision="no")}))
+    benchmark_runs.check_finished_runs([(settings, run)])  # the run these settings train
 
     # same arguments, but trained when a package default was another value: refused too
     today = timm.create_model(arm.model, **kwargs).structinit_settings
     record = json.loads((run / "results.json").read_text())
     (run / "results.json").write_text(json.dumps({**record, "init": today}))
-    benchmark_runs.check_finished_runs([(argv, run, kwargs)])
+    benchmark_runs.check_finished_runs([(settings, run)])
     older = {**today, "patch_embed_scale": today["patch_embed_scale"] + 0.25}
     older.pop("value_init")  # a setting added after the run was trained is not held against it
     (run / "results.json").write_text(json.dumps({**record, "init": older}))
     with pytest.raises(ValueError, match=r"impulse3-seed0 \(init settings other than today's defaults"):
-        benchmark_runs.check_finished_runs([(argv, run, kwargs)])
+        benchmark_runs.check_finished_runs([(settings, run)])
     pinned = {**kwargs, "patch_embed_scale": older["patch_embed_scale"]}  # an arm that sets it explicitly is fine
-    benchmark_runs.check_finished_runs([(argv, run, pinned)])
+    pinned_settings = settings.with_flags(model_kwargs=pinned)
+    (run / "results.json").write_text(json.dumps({**record, "args": pinned_settings.flags(), "init": older}))
+    benchmark_runs.check_finished_runs([(pinned_settings, run)])
+
+
+class _FinishedProcess:
+    """multiprocessing's Process, ending at once with exit code 0; records what it was asked to run."""
+
+    started: list = []
+
+    def __init__(self, target, args):
+        self.target, self.args, self.exitcode = target, args, 0
+
+    def start(self):
+        _FinishedProcess.started.append(self.args)
+
+    def join(self):
+        pass
+
+
+def _no_spawn(monkeypatch) -> list:
+    class Context:
+        Process = _FinishedProcess
+
+    _FinishedProcess.started = []
+    monkeypatch.setattr(benchmark_runs.multiprocessing, "get_context", lambda method: Context)
+    return _FinishedProcess.started
 
 
 def test_every_run_is_started_with_resume_latest(tmp_path, monkeypatch) -> None:
-    """Catches the benchmark deleting a cut run's files itself or starting it without --resume latest (train.py owns
-    recovery: it resumes from the newest complete checkpoint or starts clean), or a finished run keeping them."""
-    calls = []
-
-    class Finished:
-        returncode = 0
-
-    monkeypatch.setattr(benchmark_runs.subprocess, "run", lambda command, **kwargs: calls.append(command) or Finished())
+    """Catches the benchmark deleting a cut run's files itself or starting it without resume="latest" (training
+    owns recovery: it resumes from the newest complete checkpoint or starts clean), or a finished run keeping them."""
+    started = _no_spawn(monkeypatch)
     cut = tmp_path / "cut"
     (cut / "checkpoints" / ".epoch_0001.tmp").mkdir(parents=True)  # killed while writing a checkpoint
     (cut / "metrics.jsonl").write_text('{"epoch": 1}\n')
-    benchmark_runs._train_one(["--seed", "0"], cut, threads=1)
-    assert calls[0][-4:] == ["--seed", "0", "--resume", "latest"]
-    assert (cut / "metrics.jsonl").exists()  # left to train.py, which trims it to its checkpoint
+    settings = run_settings(tiny_profile(), ARMS["default"], 0, tiny_profile().datasets["c10"], cut)
+    benchmark_runs.train_one(settings, threads=1)
+    assert started[0][0] == settings and settings.run.resume == "latest" and started[0][2] == 1
+    assert (cut / "metrics.jsonl").exists()  # left to training, which trims it to its checkpoint
     assert not (cut / "checkpoints").exists()  # finished: final/ holds the model
-    assert "$ python scripts/train.py --seed 0 --resume latest" in (cut / "train.log").read_text()
+    assert "$ structinit_hf.train.run(" in (cut / "train.log").read_text()
 
 
 def test_a_resumed_run_records_the_time_of_its_earlier_attempts(tmp_path, monkeypatch) -> None:
     """Catches a resumed run recording only its last attempt's time (the campaign plans from these times)."""
-
-    class Finished:
-        returncode = 0
-
-    monkeypatch.setattr(benchmark_runs.subprocess, "run", lambda command, **kwargs: Finished())
+    _no_spawn(monkeypatch)
     cut = tmp_path / "cut"
     for epoch, seconds in ((1, 100.0), (2, 250.5)):  # the newer checkpoint is the one --resume latest continues
         (cut / "checkpoints" / f"epoch_000{epoch}").mkdir(parents=True)
@@ -252,17 +268,20 @@ def test_a_resumed_run_records_the_time_of_its_earlier_attempts(tmp_path, monkey
         )
     (cut / "checkpoints" / ".epoch_0003.tmp").mkdir()  # killed while writing the next one
     assert benchmark_runs.resumed_seconds(cut) == 250.5
-    code, elapsed = benchmark_runs._train_one(["--seed", "0"], cut, threads=1)
+    profile = tiny_profile()
+    code, elapsed = benchmark_runs.train_one(
+        run_settings(profile, ARMS["default"], 0, profile.datasets["c10"], cut), threads=1
+    )
     timing = json.loads((cut / "benchmark_run.json").read_text())
     assert code == 0 and timing["earlier_s"] == 250.5 and timing["elapsed_s"] == round(250.5 + elapsed, 1)
     fresh = tmp_path / "fresh"
-    benchmark_runs._train_one(["--seed", "0"], fresh, threads=1)
+    benchmark_runs.train_one(run_settings(profile, ARMS["default"], 0, profile.datasets["c10"], fresh), threads=1)
     assert benchmark_runs.resumed_seconds(fresh) == 0.0
     assert json.loads((fresh / "benchmark_run.json").read_text())["earlier_s"] == 0.0
 
 
 def test_failed_runs_are_reported_with_their_logs(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(small_data, "_train_one", lambda argv, run_dir, threads: (1, 0.5))
+    monkeypatch.setattr(small_data, "train_one", lambda settings, threads: (1, 0.5))
     with pytest.raises(ChildProcessError, match=r"2 run\(s\) failed: default seed 0 .*default-seed0/train.log"):
         run_benchmark(tiny_profile(), arms=["default"], seeds=[0, 1], runs_dir=tmp_path, out_dir=tmp_path / "out")
     with pytest.raises(ValueError, match="no dataset 'svhn'"):
@@ -352,22 +371,21 @@ def test_gpu_and_proxy_profiles_follow_the_paper_architecture() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))
-def test_every_profile_gives_train_flags_train_accepts(name):
-    """Catches a recipe value train.py cannot parse (a bool flag without its --no- form, say), which would fail every
-    run of the profile only once it is launched, on whatever machine ran it."""
-    from structinit_hf.train.args import training_parser
-
+def test_every_profile_gives_settings_train_accepts(name):
+    """Catches a recipe key that is no training flag, which would fail every run of the profile only once it is
+    launched, on whatever machine ran it."""
     profile = PROFILES[name]
     dataset = next(iter(profile.datasets.values()))
-    args = training_parser().parse_args(train_argv(profile, ARMS["default"], 0, dataset, Path("run")))
+    settings = run_settings(profile, ARMS["default"], 0, dataset, Path("run"))
+    flags = settings.flags()
     for flag, value in profile.recipe.items():
-        assert getattr(args, flag) == (list(value) if isinstance(value, tuple) else value), flag
+        assert flags[flag] == (list(value) if isinstance(value, tuple) else value), flag
 
 
 def test_the_proxy_trains_in_fp32_eager_on_any_device_and_the_rate_follows_the_head_dimension():
     dataset = next(iter(PROFILES["cpu-proxy-n2500-w96"].datasets.values()))
-    argv = train_argv(PROFILES["cpu-proxy-n2500-w96"], ARMS["impulse3"], 0, dataset, Path("run"))
-    assert argv[argv.index("--mixed-precision") + 1] == "no" and "--no-compile" in argv
+    settings = run_settings(PROFILES["cpu-proxy-n2500-w96"], ARMS["impulse3"], 0, dataset, Path("run"))
+    assert settings.speed.mixed_precision == "no" and settings.speed.compile is False
     assert proxy_lr(16) == proxy_lr(31) == 1e-3 and proxy_lr(32) == proxy_lr(64) == 3e-4
     assert PROFILES["cpu-proxy-n2500-w96"].recipe["lr"] == 1e-3  # kept: the record of the slow start
     assert PROFILES["cpu-proxy-n2500-w192"].recipe["lr"] == 1e-3  # kept: the record of the stall

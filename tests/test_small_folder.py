@@ -20,7 +20,7 @@ from tiny_runs import REPO, image_folder, run, script_env
 from structinit_hf.__main__ import main
 from structinit_hf.benchmark import compare_inits
 from structinit_hf.benchmark.compare_inits import PROFILE
-from structinit_hf.train.args import TrainingSettings, training_parser
+from structinit_hf.train.args import settings_from_args, training_parser
 from structinit_hf.train.dataloaders import fit_batch
 from structinit_hf.train.errors import UsageError
 
@@ -30,7 +30,7 @@ TINY = ["--model-kwargs", "depth=1", "img_size=16", "patch_size=4", "embed_dim=4
 
 def _recipe(**flags):
     argv = [f"--{key.replace('_', '-')}={value}" for key, value in flags.items()]
-    return TrainingSettings.from_args(training_parser().parse_args(argv)).recipe
+    return settings_from_args(training_parser().parse_args(argv)).recipe
 
 
 @pytest.mark.parametrize(

@@ -18,12 +18,12 @@ import torch
 from PIL import Image
 from tiny_runs import REPO, TINY_MODEL, run, weights
 
-from structinit_hf.train import run_setup
+from structinit_hf.train import prepare as run_setup
 from structinit_hf.train.args import evaluation_parser, training_parser
 from structinit_hf.train.checkpoints import find_checkpoint
 from structinit_hf.train.evaluation import run_evaluation
 from structinit_hf.train.export import save_final_model
-from structinit_hf.train.loading import load_model
+from structinit_hf.train.models import load_model
 
 METRIC_KEYS = {
     "epoch",

@@ -14,8 +14,8 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
-from structinit_hf.train.args import training_parser
-from structinit_hf.train.loop import train
+from structinit_hf.train import run as run_training
+from structinit_hf.train.args import settings_from_args, training_parser
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = [
@@ -31,7 +31,7 @@ TIMINGS = {"images_per_sec", "val_images_per_sec", "wall_time_s"}  # differ betw
 
 
 def run(argv: list[str]) -> dict:
-    return train(training_parser().parse_args(argv))
+    return run_training(settings_from_args(training_parser().parse_args(argv))).results
 
 
 def weights(folder: Path) -> dict[str, torch.Tensor]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-APPLICATION = ("structinit_hf.train", "structinit_hf.benchmark")  # imported afresh where a package is hidden
+APPLICATION = ("structinit_hf.train", "structinit_hf.benchmark", "study")  # imported afresh where a package is hidden
 
 
 def run_without_package(script: str, folder: Path) -> str:

@@ -1,3 +1,3 @@
-"""The comparison harness: ``compare`` (the quick side-by-side run a user starts), the small-data benchmark and its
-campaign, the solver, training-throughput and memory benchmarks, and the attention pictures and measurements they
-report. Each module is the library half of one ``scripts/`` entry point (or several)."""
+"""The comparison a user runs: ``structinit-hf compare`` (:mod:`.compare_inits`), its arms, profiles, paired-seed
+statistics and tie rule, the summary it writes, and the attention pictures (``scripts/plot_attention.py``).
+Training goes through :func:`structinit_hf.train.run` only."""

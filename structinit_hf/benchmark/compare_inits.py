@@ -29,23 +29,24 @@ import torch
 from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
-from ..train.args import KeyValueAction, TrainingSettings, training_parser
-from ..train.data import (
+from ..train import (
+    LOCK_FILE,
     SAMPLE_DATASETS,
     VALIDATION_SPLITS,
+    KeyValueAction,
+    UsageError,
+    acquire_run_lock,
     dataset_source,
     find_columns,
     load_raw_dataset,
+    run,
     stratified_split,
 )
-from ..train.errors import UsageError
-from ..train.loop import train
-from ..train.run_folder import LOCK_FILE, acquire_run_lock, result_flags
 from .arms import ALL_ARMS, FAMILY_ARMS, arm_label, select_arms
-from .profiles import PROFILES, BenchmarkDataset, Profile, proxy_lr
-from .report import aggregate_runs, numerics_line, write_outputs
-from .runs import RUN_LOG, RUN_RESULTS, train_argv
+from .profiles import PROFILES, WIDE_HEAD_DIM, BenchmarkDataset, Profile, proxy_lr
+from .runs import RUN_LOG, RUN_RESULTS, changed_flags, run_settings
 from .stats import mean_std_text, paired_comparison
+from .summary import aggregate_runs, numerics_line, write_outputs
 
 __all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "THREADS", "compare_inits", "compare_parser", "render_table"]
 
@@ -112,8 +113,9 @@ def compare_parser() -> argparse.ArgumentParser:
         "--lr",
         type=float,
         default=None,
-        help="peak learning rate (default: the proxy's for the head dimension, embed_dim / num_heads: 1e-3 below 64, "
-        "3e-4 from 64, where at 1e-3 mimetic and shift barely train in 10 epochs; docs/method.md)",
+        help="peak learning rate (default: the proxy's for the head dimension, embed_dim / num_heads: "
+        f"1e-3 below {WIDE_HEAD_DIM}, 3e-4 from {WIDE_HEAD_DIM}, where at 1e-3 mimetic and shift barely train in 10 "
+        "epochs; docs/method.md)",
     )
     parser.add_argument("--aa", default=recipe["aa"], help="timm auto-augment policy, e.g. rand-m9-mstd0.5")
     parser.add_argument("--mixup", type=float, default=0.0, help="mixup alpha (0 disables)")
@@ -182,20 +184,6 @@ def _comparison_entry(path: Path) -> bool:
         arm, _, seed = path.name.rpartition("-seed")
         return arm in ALL_ARMS and seed.isdigit()
     return path.name in COMPARISON_FILES or path.name.startswith(".")  # atomic writes' temporaries
-
-
-def _changed_flags(run_dir: Path, argv: list[str]) -> str:
-    """The flags a finished run was trained with that this command would change, as ``--flag old (now new)``;
-    empty when it is the run this comparison would train."""
-    recorded = json.loads((run_dir / RUN_RESULTS).read_text())["args"]
-    wanted = result_flags(TrainingSettings.from_args(training_parser().parse_args(argv)).flags())
-    resolved = ("mixed_precision", "grad_accum")  # decided by the device and memory when left out
-    changed = [
-        key
-        for key, value in wanted.items()
-        if key != "output_dir" and recorded.get(key) != value and not (key in resolved and value is None)
-    ]
-    return ", ".join(f"--{key.replace('_', '-')} {recorded.get(key)} (now {wanted[key]})" for key in changed)
 
 
 def _profile(args: argparse.Namespace) -> Profile:
@@ -316,12 +304,10 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
     out_dir = args.output_dir or Path("runs") / f"compare-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     spec = profile.datasets["data"]
     runs = [(arm, seed, out_dir / f"{arm.name}-seed{seed}") for seed in args.seeds for arm in arms]
-    argvs = {
-        run_dir: [*train_argv(profile, arm, seed, spec, run_dir), "--resume", "latest"] for arm, seed, run_dir in runs
-    }
+    planned = {run_dir: run_settings(profile, arm, seed, spec, run_dir) for arm, seed, run_dir in runs}
     finished = [run_dir for _, _, run_dir in runs if (run_dir / RUN_RESULTS).is_file()]
     for run_dir in finished:  # a finished run is reused only if it is the run this command trains
-        changed = _changed_flags(run_dir, argvs[run_dir])
+        changed = changed_flags(run_dir, planned[run_dir])
         if changed:
             raise UsageError(
                 f"--output-dir {out_dir}: its finished run {run_dir.name} was trained with {changed}; rerun with its "
@@ -348,8 +334,8 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
                     (run_dir / RUN_LOG).open("a") as log,
                     contextlib.redirect_stdout(log),
                     contextlib.redirect_stderr(log),
-                ):  # --resume latest: a run cut short continues from its last checkpoint, bit for bit
-                    train(training_parser().parse_args(argvs[run_dir]), on_epoch=lambda record: progress.update(1))
+                ):  # resume="latest": a run cut short continues from its last checkpoint, bit for bit
+                    run(planned[run_dir], on_epoch=lambda record: progress.update(1))
     finally:
         lock.release()
     record = aggregate_runs(

@@ -18,12 +18,7 @@ from timm.models.convit import ConVit
 from torch import nn
 
 from ..atomic import write_file
-from ..train.args import KeyValueAction
-from ..train.data import dataset_source, find_columns, load_raw_dataset
-from ..train.errors import UsageError
-from ..train.images import rgb_image
-from ..train.loading import eval_transform, load_model
-from ..train.tensor_data import decode_split
+from ..train import KeyValueAction, UsageError, dataset_source, load_images, load_model
 from .attention import patch_attention_maps
 
 __all__ = [
@@ -38,25 +33,6 @@ __all__ = [
     "plot_nonlocality",
     "save_figure",
 ]
-
-
-def load_images(dataset: str, models: Sequence[nn.Module], num_images: int, split: str = "test") -> list[torch.Tensor]:
-    """The readable ones of the first ``num_images`` images of ``split``, prepared (resize, crop, normalize) for each
-    of ``models``."""
-    if num_images < 1:
-        raise ValueError(f"num_images must be >= 1, got {num_images}")
-    raw = load_raw_dataset(dataset)
-    if split not in raw:
-        raise ValueError(f"dataset {dataset!r} has no split {split!r}; it has {', '.join(raw)}")
-    rows = raw[split].select(range(min(num_images, len(raw[split]))))
-    image_column, _ = find_columns(rows.features)
-    rows = decode_split(rows, image_column, split, skip_bad_images=True, keep_pixels=False).split  # readable ones
-    pictures = [rgb_image(image) for image in rows[image_column]]
-    batches = []
-    for model in models:
-        transform = eval_transform(model)
-        batches.append(torch.stack([transform(picture) for picture in pictures]))
-    return batches
 
 
 def _grid_size(model: nn.Module) -> tuple[int, int]:
@@ -300,7 +276,7 @@ def attention_parser() -> argparse.ArgumentParser:
         "--out-dir",
         type=Path,
         default=Path("runs/attention"),
-        help="where the pictures go (the committed ones are under benchmarks/: name it to redraw them)",
+        help="where the pictures go (name the folder of committed pictures to redraw them)",
     )
     return parser
 

@@ -108,9 +108,9 @@ class ImpulseOptions:
         pseudo_input: the solver's input, one of :data:`~structinit_hf.init.impulse.PSEUDO_INPUTS`.
         sharpness: mean attention mass on the target that ``"svd"`` heads reach on the pseudo input
             (``None`` where the preset's solver does not use it).
-        solver: ``"svd"`` (closed form, default), ``"adam"`` (v1's 10,000-step recipe), ``"pinv"`` (v2's
-            closed form) or ``"shift"`` (mimetic init's form and scale, its identity pointed at the impulse;
-            pair it with ``suppress_content=False, value_init="mimetic"``); see
+        solver: ``"shift"`` (the default: mimetic init's form and scale, its identity pointed at the impulse;
+            pair it with ``suppress_content=False, value_init="mimetic"``, as the defaults do), ``"svd"`` (closed
+            form), ``"adam"`` (v1's 10,000-step recipe) or ``"pinv"`` (v2's closed form); see
             :func:`~structinit_hf.init.solvers.solve_qk`.
         per_layer: solve each block anew (fresh shifts for random order) instead of copying one solution.
         suppress_content: confine Q/K to directions the patch embedding (and prefix tokens) cannot

@@ -1,33 +1,24 @@
-"""The command lines of ``train`` and ``evaluate``: their parsers and the frozen settings a training run is built from.
+"""The command lines of ``train`` and ``evaluate``: their parsers, and argv turned into
+:class:`~structinit_hf.train.settings.TrainingSettings` (:func:`settings_from_args`).
 
-argparse checks the types (:mod:`.checks` the values). :class:`TrainingSettings` groups the parsed flags (model, data,
-recipe, speed, run) once, before anything is set up; what the device and the memory plan decide for the flags left
-unset is passed alongside, never written back.
+argparse checks the types (:mod:`.settings_checks` the values). Each flag of :func:`training_parser` is one field of
+the settings, its default the field's; nothing past :func:`settings_from_args` reads an ``argparse.Namespace``.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import json
-from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
 
-from .data import dataset_source
-from .tensor_data import INPUT_PIPELINES
+from .settings import INPUT_PIPELINES, TrainingSettings, dataset_source
 
 __all__ = [
-    "DataSettings",
     "KeyValueAction",
-    "ModelSettings",
-    "Recipe",
-    "RunSettings",
-    "Speed",
-    "TrainingSettings",
     "add_dataset_arguments",
     "add_model_arguments",
     "evaluation_parser",
+    "settings_from_args",
     "training_parser",
 ]
 
@@ -52,130 +43,9 @@ class KeyValueAction(argparse.Action):
         setattr(namespace, self.dest, kwargs)
 
 
-# The settings of a training run, one frozen group per part of the command line; each field is the dest of one flag
-# of training_parser() (tests/test_cli.py checks that every flag has exactly one field).
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    """Which network: a timm name, a checkpoint folder or a Hub id, and its builder keywords."""
-
-    model: str
-    model_kwargs: dict[str, Any]
-    trust_remote_code: bool
-    allow_new_label_names: bool
-
-
-@dataclass(frozen=True)
-class DataSettings:
-    """Which dataset, its columns, and which rows train, validate and are scored."""
-
-    dataset: str
-    dataset_config: str | None
-    image_column: str | None
-    label_column: str | None
-    max_eval_samples: int | None
-    train_split: str
-    eval_split: str | None
-    val_split: float
-    max_train_samples: int | None
-    skip_bad_images: bool
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Batch, optimizer, schedule, augmentation and EMA: what decides the trained weights."""
-
-    epochs: int
-    batch_size: int
-    grad_accum: int | None  # None: the fewest micro-batches that fit the memory (the plan decides)
-    opt: str
-    lr: float
-    weight_decay: float
-    opt_eps: float
-    warmup_epochs: float
-    warmup_lr: float
-    min_lr: float
-    label_smoothing: float
-    clip_grad: float
-    aa: str
-    hflip: float
-    scale: tuple[float, float]
-    ratio: tuple[float, float]
-    reprob: float
-    mixup: float
-    cutmix: float
-    model_ema: bool
-    model_ema_decay: float
-
-    def augmentation(self) -> dict[str, Any]:
-        """The training-only transform arguments, as timm's ``create_transform`` names them."""
-        return dict(
-            auto_augment=None if self.aa == "none" else self.aa,
-            hflip=self.hflip,
-            scale=self.scale,
-            ratio=self.ratio,
-            re_prob=self.reprob,
-        )
-
-
-@dataclass(frozen=True)
-class Speed:
-    """How fast it runs; None is left to the device (:func:`structinit_hf.train.run_setup.device_defaults`)."""
-
-    workers: int | None
-    mixed_precision: str | None
-    compile: bool | None
-    eval_batch_size: int | None
-    input_pipeline: str
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Where the run writes, its seed, checkpoints, resume and logging."""
-
-    output_dir: Path | None
-    seed: int
-    checkpoint_every: int
-    keep_checkpoints: int
-    resume: str | None
-    report_to: str
-
-
-_GROUPS = {"model": ModelSettings, "data": DataSettings, "recipe": Recipe, "speed": Speed, "run": RunSettings}
-
-
-@dataclass(frozen=True)
-class TrainingSettings:
-    """A training command line, grouped: built once from the parsed flags and never changed."""
-
-    model: ModelSettings
-    data: DataSettings
-    recipe: Recipe
-    speed: Speed
-    run: RunSettings
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> TrainingSettings:
-        """The groups of ``training_parser().parse_args(...)``: ``nargs`` lists become tuples, ``--model-kwargs`` a
-        copy (frozen is shallow: nothing here changes that dict)."""
-
-        def value(item: Any) -> Any:
-            return tuple(item) if isinstance(item, list) else dict(item) if isinstance(item, dict) else item
-
-        def group(kind: type) -> Any:
-            return kind(**{field.name: value(getattr(args, field.name)) for field in fields(kind)})
-
-        return cls(**{name: group(kind) for name, kind in _GROUPS.items()})
-
-    def flags(self, **resolved: Any) -> dict[str, Any]:
-        """Every flag by its dest, as JSON values; ``resolved`` replaces the ones the device or the memory plan decided
-        (``mixed_precision``, ``grad_accum``): what ``results.json``, the trackers and the resume check record."""
-        flat = {name: value for group in fields(self) for name, value in asdict(getattr(self, group.name)).items()}
-        unknown = set(resolved) - set(flat)
-        if unknown:
-            raise KeyError(f"not flags: {sorted(unknown)}")
-        return json.loads(json.dumps({**flat, **resolved}, default=str))
+def settings_from_args(args: argparse.Namespace) -> TrainingSettings:
+    """The settings of ``training_parser().parse_args(...)``: the one place a parsed command line becomes settings."""
+    return TrainingSettings().with_flags(**{name: getattr(args, name) for name in TrainingSettings.flag_names()})
 
 
 # The parsers. train and evaluate share the model and dataset flags.

@@ -8,10 +8,10 @@ is one line naming the extra), builds its parser, names the function that does t
 
     with script_imports():
         from structinit_hf.train.args import training_parser
-        from structinit_hf.train.loop import train
+        from structinit_hf.train.loop import run_command
 
     if __name__ == "__main__":
-        sys.exit(run_script(training_parser(), train))
+        sys.exit(run_script(training_parser(), run_command))
 
 The function takes the parsed ``argparse.Namespace``; it returns ``None`` or an exit status. A user error (any of
 :data:`~structinit_hf.train.errors.USER_ERRORS`) ends as one line; with ``--debug`` it keeps its traceback.

@@ -13,7 +13,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
 import datasets
@@ -24,9 +24,7 @@ from huggingface_hub import constants as hub_constants
 from timm.utils.misc import natural_key
 
 from .errors import UsageError
-
-if TYPE_CHECKING:
-    from .args import DataSettings
+from .settings import SAMPLE_DATASETS, DataSettings, dataset_source
 
 __all__ = [
     "IMAGE_COLUMNS",
@@ -55,15 +53,6 @@ VALIDATION_SPLITS = ("validation", "valid", "val")
 
 
 _SAVE_TO_DISK_FILES = ("dataset_dict.json", "state.json")
-
-
-# datasets shipped inside the package, by the name --dataset takes (structinit_hf/samples/*/README.md says what each is)
-SAMPLE_DATASETS = {"cifar10-sample": Path(__file__).parents[1] / "samples" / "cifar10"}
-
-
-def dataset_source(value: str) -> str:
-    """``--dataset``'s value as the loaders take it: the name of an embedded sample becomes its folder."""
-    return str(SAMPLE_DATASETS[value]) if value in SAMPLE_DATASETS else value
 
 
 def ensure_hub_reachable(name: str, what: str = "dataset") -> None:

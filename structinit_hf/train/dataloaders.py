@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import datasets
 import numpy as np
@@ -22,9 +22,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
 from .errors import UsageError
 from .images import rgb_image
-
-if TYPE_CHECKING:
-    from .args import Recipe
+from .settings import Recipe
 
 __all__ = [
     "EpochShuffleSampler",

@@ -1,6 +1,6 @@
 """Score a classifier with Accelerate and write ``results.json`` (``scripts/evaluate.py``).
 
-Models come from :mod:`structinit_hf.train.loading` (any model source, prepared its own way). Scoring gathers
+Models come from :mod:`structinit_hf.train.models` (any model source, prepared its own way). Scoring gathers
 predictions across processes with ``accelerator.gather_for_metrics``, so the counts are exact on any number
 of processes.
 """
@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -26,17 +27,18 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ..atomic import write_json
-from .data import ImageClassificationData, load_image_classification
+from .data import ImageClassificationData, find_columns, load_image_classification, load_raw_dataset
 from .dataloaders import TransformedImages, eval_dataloader
 from .errors import UsageError
-from .loading import (
+from .images import rgb_image
+from .model_kwargs import check_model_kwargs
+from .models import (
     check_label_names,
     check_model_source,
     eval_transform,
     load_model,
     num_outputs,
 )
-from .model_kwargs import check_model_kwargs
 from .tensor_data import decode_split
 
 __all__ = [
@@ -300,3 +302,22 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
         )
     accelerator.end_training()
     return record
+
+
+def load_images(dataset: str, models: Sequence[nn.Module], num_images: int, split: str = "test") -> list[torch.Tensor]:
+    """The readable ones of the first ``num_images`` images of ``split``, prepared (resize, crop, normalize) for each
+    of ``models``."""
+    if num_images < 1:
+        raise ValueError(f"num_images must be >= 1, got {num_images}")
+    raw = load_raw_dataset(dataset)
+    if split not in raw:
+        raise ValueError(f"dataset {dataset!r} has no split {split!r}; it has {', '.join(raw)}")
+    rows = raw[split].select(range(min(num_images, len(raw[split]))))
+    image_column, _ = find_columns(rows.features)
+    rows = decode_split(rows, image_column, split, skip_bad_images=True, keep_pixels=False).split  # readable ones
+    pictures = [rgb_image(image) for image in rows[image_column]]
+    batches = []
+    for model in models:
+        transform = eval_transform(model)
+        batches.append(torch.stack([transform(picture) for picture in pictures]))
+    return batches

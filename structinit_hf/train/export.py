@@ -21,7 +21,7 @@ from torch import nn
 
 from ..atomic import replace_folder, write_json
 from ..models.timm_wrapper import write_checkpoint
-from .loading import ClassifierLogits
+from .models import ClassifierLogits
 
 __all__ = ["save_final_model", "save_timm_folder"]
 

@@ -1,6 +1,8 @@
-"""Train an image classifier with Accelerate: the paper's CIFAR recipe on any ``datasets`` source.
+"""The one entry into training, :func:`run` (settings in, a :class:`~.settings.RunRecord` out), and its epoch loop.
 
-:func:`train` reads as accelerate's ``complete_cv_example.py`` does: :func:`setup_run` (device
+Trains an image classifier with Accelerate: the paper's CIFAR recipe on any ``datasets`` source.
+
+:func:`run` reads as accelerate's ``complete_cv_example.py`` does: :func:`setup_run` (device
 defaults, model, data, ``accelerator.prepare``, resume), then per epoch :func:`train_one_epoch`,
 :func:`validate`, :func:`log_epoch` and :func:`~structinit_hf.train.checkpoints.save_training_state`, then
 :func:`finish_run`.  The same code runs on one CPU, several GPUs, several machines or FSDP, whatever
@@ -22,18 +24,20 @@ from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 
 from ..atomic import write_json
-from .args import TrainingSettings
+from .args import settings_from_args
 from .checkpoints import complete_checkpoints, save_training_state
 from .evaluation import evaluate, peak_gpu_memory_mb, results_record
 from .export import save_final_model
+from .prepare import Run, setup_run
 from .run_folder import append_metrics, result_flags
-from .run_setup import Run, setup_run
+from .settings import RunRecord, TrainingSettings
 
 __all__ = [
     "LOG_EVERY",
     "finish_run",
     "log_epoch",
-    "train",
+    "run",
+    "run_command",
     "train_one_epoch",
     "validate",
 ]
@@ -203,37 +207,42 @@ def finish_run(run: Run) -> dict[str, Any]:
     return record
 
 
-def train(args: argparse.Namespace, on_epoch: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Train the model on the dataset that ``args`` (``training_parser().parse_args(...)``) name; write the run
-    folder and return the results record.
+def run(settings: TrainingSettings, on_epoch: Callable[[dict[str, Any]], None] | None = None) -> RunRecord:
+    """Train the model on the dataset that ``settings`` name; write the run folder and return its record.
 
-    ``on_epoch`` is called with each epoch's ``metrics.jsonl`` record (a caller's progress display)."""
-    run = setup_run(TrainingSettings.from_args(args))
-    epochs, every = run.recipe.epochs, run.settings.run.checkpoint_every
+    The one entry into training: ``structinit-hf train``, ``compare``, the study's benchmarks and a notebook all call
+    it. ``on_epoch`` is called with each epoch's ``metrics.jsonl`` record (a caller's progress display)."""
+    training = setup_run(settings)
+    epochs, every = training.recipe.epochs, training.settings.run.checkpoint_every
     try:
-        for epoch in range(run.state.epoch, epochs):
-            trained = train_one_epoch(run, epoch)
-            val = validate(run, run.val_loader, run.data.validation_split)
-            record = log_epoch(run, trained, val)
+        for epoch in range(training.state.epoch, epochs):
+            trained = train_one_epoch(training, epoch)
+            val = validate(training, training.val_loader, training.data.validation_split)
+            record = log_epoch(training, trained, val)
             if on_epoch is not None:
                 on_epoch(record)
-            if run.state.epoch % every == 0 or run.state.epoch == epochs:
+            if training.state.epoch % every == 0 or training.state.epoch == epochs:
                 save_training_state(
-                    run.accelerator,
-                    run.output_dir,
-                    run.state,
-                    result_flags(run.flags),
-                    run.ema,
-                    run.settings.run.keep_checkpoints,
+                    training.accelerator,
+                    training.output_dir,
+                    training.state,
+                    result_flags(training.flags),
+                    training.ema,
+                    training.settings.run.keep_checkpoints,
                 )
-        return finish_run(run)
+        return RunRecord(training.output_dir, finish_run(training))
     except KeyboardInterrupt:
-        kept = complete_checkpoints(run.output_dir)
+        kept = complete_checkpoints(training.output_dir)
         raise KeyboardInterrupt(
-            f"training stopped in epoch {run.state.epoch + 1}; "
+            f"training stopped in epoch {training.state.epoch + 1}; "
             + (f"the last checkpoint is {kept[-1]}: " if kept else "no checkpoint yet: ")
             + "rerun the same command with --resume latest to continue"
         ) from None
     finally:
-        if run.lock is not None:
-            run.lock.release()
+        if training.lock is not None:
+            training.lock.release()
+
+
+def run_command(args: argparse.Namespace) -> RunRecord:
+    """``structinit-hf train`` (``scripts/train.py``): :func:`run` on the settings of the parsed command line."""
+    return run(settings_from_args(args))

@@ -24,6 +24,7 @@ from .data import ImageClassificationData, class_counts
 from .dataloaders import TransformedImages, build_transform, seeded_random_state, split_item
 from .errors import UsageError
 from .images import open_rgb, shrink_to
+from .settings import INPUT_PIPELINES
 from .tensor_augment import TensorEvalTransform, TensorTrainTransform, tensor_policy_supported
 
 __all__ = [
@@ -35,9 +36,6 @@ __all__ = [
     "training_datasets",
     "unreadable_image_error",
 ]
-
-INPUT_PIPELINES = ("auto", "tensor", "pil")
-
 
 MAX_DECODED_BYTES = 8 * 2**30  # a split larger than this decoded stays on the PIL path
 

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# One loan of a GPU machine for issue 48, in one call sized to the device time at hand (BUDGET seconds, default 540):
+#   1. can DataLoader workers hand tensors over on this machine (an earlier loan's sandbox could not: "received 0
+#      items of ancdata")? If only torch's file_system sharing works, it is switched on for this call, and said so;
+#   2. training throughput: study/benchmark_training.py, `train` at its GPU defaults (bf16 + compile) and in eager
+#      fp32 against a bare loop on the same model and batch (the paper's architecture, batch 512), and the input
+#      pipeline alone;
+#   3. the paper's architecture and recipe on all of CIFAR-10 (profile cifar10-paper-recipe): timm's default, mimetic
+#      and `shift`, seed 0, three runs sharing the GPU, for as many whole epochs as the time left allows.
+# Run from the checkout root with the data and the wheels the machine lacks carried along:
+#
+#   mkdir -p data && cp -r ../shared/data/cifar10 ../shared/device-wheels data/   # data/ is ignored
+#   device run (carry: data) -> bash study/gpu_loan.sh
+#
+# Everything comes back in $OUT/loan.tgz (logs, the throughput record, each run's record and metrics).
+# SMOKE=1 checks this script on a CPU machine with tiny settings.
+set -uo pipefail
+start=$(date +%s)
+BUDGET=${BUDGET:-540}
+OUT=${OUT:-runs/gpu-out}
+SMOKE=${SMOKE:-0}
+DATA=${DATA:-data/cifar10}
+keep=runs/gpu-loan  # what is packed at the end
+rm -rf "$keep"; mkdir -p "$OUT" "$keep"
+left() { echo $((start + BUDGET - $(date +%s))); }
+log() { echo "[$(($(date +%s) - start)) s] $*" | tee -a "$keep/loan.log"; }
+pack() { tar czf "$OUT/loan.tgz" "$keep" 2>/dev/null; }
+trap pack EXIT
+
+if ! python3 -c "import datasets, timm; assert timm.__version__ >= '1.0.31'" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site data/device-wheels/*.whl || exit 1
+    export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
+python3 -c "import torch, timm, transformers, datasets, accelerate, structinit_hf, os
+print('versions: torch', torch.__version__, 'timm', timm.__version__, 'transformers', transformers.__version__,
+      'datasets', datasets.__version__, 'accelerate', accelerate.__version__)
+print('device:', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu', '| cpus:', os.cpu_count())
+import resource; print('open files limit (soft, hard):', resource.getrlimit(resource.RLIMIT_NOFILE))
+datasets.load_dataset('$DATA')  # builds the cache once
+" 2>&1 | tee -a "$keep/loan.log" || exit 1
+
+# 1. Loader workers: the default (file descriptor) sharing, then file_system.
+probe() {
+    python3 - "$1" <<'EOF' 2>&1 | tail -n 1
+import sys, torch
+from torch.utils.data import DataLoader
+if sys.argv[1] != "default":
+    torch.multiprocessing.set_sharing_strategy(sys.argv[1])
+data = [torch.rand(3, 32, 32) for _ in range(2048)]
+count = sum(batch.shape[0] for batch in DataLoader(data, batch_size=64, num_workers=4))
+print("ok" if count == 2048 else f"lost images: {count}")
+EOF
+}
+sharing=none
+# SHARING=file_system skips the default (the first loan's probe passed it, yet workers handing over batches of the
+# full dataset failed with "received 0 items of ancdata")
+for strategy in ${SHARING:-default file_system}; do
+    result=$(probe $strategy); log "loader workers, $strategy sharing: $result"
+    [ "$result" = ok ] && { sharing=$strategy; break; }
+done
+if [ "$sharing" = file_system ]; then  # this machine only: every Python of this call shares through files
+    mkdir -p /tmp/sharing && echo 'import torch.multiprocessing as m; m.set_sharing_strategy("file_system")' \
+        > /tmp/sharing/sitecustomize.py && export PYTHONPATH=/tmp/sharing:$PYTHONPATH
+fi
+[ "$sharing" = none ] && { log "loader workers cannot pass tensors here: nothing measured"; exit 1; }
+
+# 2. Throughput, side by side in one process (arms interleaved round by round).
+throughput=(--data "$DATA" --out "$keep/training" --modes bf16_compiled fp32 --rounds 2 --steps 20 --pipelines tensor)
+[ "$SMOKE" = 1 ] && throughput=(--data "$DATA" --out "$keep/training" --model-kwargs depth=1 --batch-size 8 --steps 2
+    --rounds 1 --modes fp32 --threads 1 --workers 1 --pipelines tensor)
+log "throughput: python study/benchmark_training.py ${throughput[*]}"
+timeout $(($(left) - 150)) python3 study/benchmark_training.py "${throughput[@]}" > "$keep/throughput.log" 2>&1 \
+    || log "throughput: stopped (exit $?)"
+grep -E "^round|ratio" "$keep/throughput.log" | tee -a "$keep/loan.log"
+
+# 3. The paper's recipe: as many whole epochs as fit, from the measured rates (the slower of the GPU's bare compiled
+# loop and the input pipeline with every core, shared by three runs; 70% of it, 120 s for start, compile and scoring).
+epochs=$(python3 - "$keep/training/results.json" "$(left)" <<'EOF'
+import json, sys
+try:
+    result = next(iter(json.load(open(sys.argv[1]))["devices"].values()))
+    bare = max(v for k, v in result["median_images_per_sec"].items() if k.startswith("bare/"))
+    rate = min(bare, *result["input_pipeline_images_per_sec"].values())
+except (OSError, KeyError, StopIteration, ValueError):
+    rate = 3000
+print(max(1, min(60, int((int(sys.argv[2]) - 120) * rate * 0.7 / 3 / 49000))))
+EOF
+)
+paper=(--profile cifar10-paper-recipe --data-path "$DATA" --epochs "$epochs" --arms default mimetic impulse3 --seeds 0
+    --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe")
+[ "$SMOKE" = 1 ] && paper=(--profile cpu-proxy-n2500 --data-root "$(dirname "$DATA")" --arms default --seeds 0 --jobs 1
+    --epochs 1 --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe")
+log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"
+rm -rf runs/gpu/paper
+timeout $(($(left) - 20)) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
+    || log "paper recipe: stopped (exit $?)"
+find runs/gpu/paper \( -name metrics.jsonl -o -name results.json -o -name train.log \) -not -path "*/final/*" \
+    -exec cp --parents {} "$keep" \; 2>/dev/null
+tail -n 8 "$keep/paper.log" | tee -a "$keep/loan.log"
+nvidia-smi --query-gpu=name,memory.used --format=csv 2>/dev/null | tee -a "$keep/loan.log"
+log "done"

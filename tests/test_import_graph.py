@@ -1,0 +1,107 @@
+"""The import graph of the package, read with ``ast``: ``benchmark/`` reaches training through its public entry only,
+and the modules of ``train/`` import one another without a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "structinit_hf"
+
+# what benchmark/ may import from the application: the package's public names and the settings
+TRAIN_ENTRY = {"structinit_hf.train", "structinit_hf.train.settings"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every structinit_hf module ``path`` imports, at any depth of its code (a function's lazy import counts), under
+    TYPE_CHECKING too; ``from .x import y`` names ``x``, and ``y`` too when ``y`` is a module."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
+    return {module for module in found if module in modules and module != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {_module_name(path): _imports(path) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_benchmark_reaches_training_only_through_its_public_entry():
+    """Catches compare or the benchmark importing a private module of train/ (its loop, its data, its run folder)
+    instead of ``structinit_hf.train``'s public names and the settings."""
+    graph = import_graph()
+    private = {
+        module: sorted(
+            target for target in targets if target.startswith("structinit_hf.train") and target not in TRAIN_ENTRY
+        )
+        for module, targets in graph.items()
+        if module.startswith("structinit_hf.benchmark")
+    }
+    assert {module: targets for module, targets in private.items() if targets} == {}
+
+
+def test_the_modules_of_train_import_one_another_without_a_circle():
+    """Catches an import circle among train/'s modules (held together by a TYPE_CHECKING import, say); the package's
+    ``__init__`` re-exports lazily, so it is not a node of the circle check."""
+    graph = {
+        module: {target for target in targets if target.startswith("structinit_hf.train.")}
+        for module, targets in import_graph().items()
+        if module.startswith("structinit_hf.train.")
+    }
+    assert graph, "no train modules found"
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            raise AssertionError(f"import circle: {' -> '.join([*path[path.index(module) :], module])}")
+        if module in done:
+            return
+        for target in sorted(graph.get(module, ())):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def test_the_graph_reader_sees_lazy_and_relative_imports(tmp_path):
+    """The checks above are only as good as the reader: a relative import inside a function is an edge."""
+    graph = import_graph()
+    assert (
+        "structinit_hf.train.loop" in graph["structinit_hf.train.args"]
+        or "structinit_hf.train.settings" in graph["structinit_hf.train.args"]
+    )
+    assert "structinit_hf.train.settings" in graph["structinit_hf.train.loop"]
+    assert "structinit_hf.train.run_folder" in graph["structinit_hf.train"]  # TYPE_CHECKING imports are read too
+
+
+def test_no_package_module_imports_the_study_or_names_its_paths():
+    """Catches the installed package reaching into the repository's own study (``study/``: not in the wheel)."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text()
+        tree = ast.parse(text)
+        imports = {
+            alias.name if isinstance(node, ast.Import) else node.module or ""
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
+            for alias in node.names
+        }
+        if any(name == "study" or name.startswith("study.") for name in imports) or "study/" in text:
+            offenders.append(str(path.relative_to(PACKAGE)))
+    assert offenders == []

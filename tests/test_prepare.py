@@ -1,0 +1,106 @@
+"""Before the first step: device defaults, compile fallback, user errors as one line, unreadable images."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from tiny_runs import run, synthetic_args, synthetic_dataset, weights
+
+from structinit_hf.train.args import settings_from_args, training_parser
+from structinit_hf.train.loop import run_command
+
+
+def speed(argv: list[str]):
+    """The speed settings of a training command line."""
+    return settings_from_args(training_parser().parse_args(argv)).speed
+
+
+def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys, script_in_process) -> None:
+    """Catches a misspelt model keyword that surfaces as timm's TypeError (no suggestion), a model checked only
+    after the images are read (the corrupt image would be reported instead), a traceback without --debug, and a
+    corrupt image found mid-epoch (after metrics or checkpoints were written) instead of before the first step."""
+    from structinit_hf.train.commands import run_script
+
+    dataset = synthetic_dataset(tmp_path / "data", bad_row=3)
+    argv = synthetic_args(dataset, tmp_path / "run")
+    argv[argv.index("embed_dim=48")] = "kernal_size=5"
+    capsys.readouterr()
+    assert run_script(training_parser(), run_command, argv) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert "'kernal_size'" in error and "did you mean 'kernel_size'" in error
+    with pytest.raises(ValueError, match="kernal_size"):
+        run_script(training_parser(), run_command, [*argv, "--debug"])
+
+    done = script_in_process("train", synthetic_args(dataset, tmp_path / "run"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "row 3 of the train split" in done.stderr and "broken.png" in done.stderr
+    assert not (tmp_path / "run" / "metrics.jsonl").exists() and not (tmp_path / "run" / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_skip_bad_images_trains_without_them_and_says_how_many(tmp_path, capsys) -> None:
+    """Catches --skip-bad-images keeping the unreadable row (the epoch would crash or count it) or dropping it
+    silently."""
+    dataset = synthetic_dataset(tmp_path / "data", bad_row=3)
+    record = run(synthetic_args(dataset, tmp_path / "run", "--epochs", "1", "--skip-bad-images"))
+    assert "skipped 1 unreadable image(s) of the train split" in capsys.readouterr().out
+    assert record["images_seen"] == 24  # 31 readable rows: three whole batches of 8
+
+
+def test_device_defaults_follow_the_device_and_explicit_settings_win(monkeypatch) -> None:
+    """Catches GPU defaults leaking onto CPU (results would change), a CUDA run left at fp32 / no workers / eager,
+    fp16 not chosen where bf16 is unsupported, and a flag or accelerate config overridden by the defaults."""
+    from structinit_hf.train.prepare import DeviceDefaults, device_defaults
+
+    args = speed([])
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert device_defaults(args, cpu, env={}) == DeviceDefaults("no", 0, pin_memory=False, compile=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert device_defaults(args, cuda, env={}) == DeviceDefaults("bf16", 15, pin_memory=True, compile=True)
+    assert device_defaults(args, cuda, local_processes=4, env={}).workers == 3
+    assert device_defaults(args, cuda, env={"ACCELERATE_MIXED_PRECISION": "fp16"}).mixed_precision == "fp16"
+    assert device_defaults(args, cuda, env={"ACCELERATE_MIXED_PRECISION": "no"}).mixed_precision == "bf16"
+    assert not device_defaults(args, cuda, env={"ACCELERATE_DYNAMO_BACKEND": "INDUCTOR"}).compile
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert device_defaults(args, cuda, env={}).mixed_precision == "fp16"
+    explicit = speed(["--mixed-precision", "no", "--workers", "2", "--no-compile"])
+    assert device_defaults(explicit, cuda, env={"ACCELERATE_MIXED_PRECISION": "bf16"}) == DeviceDefaults(
+        "no", 2, pin_memory=True, compile=False
+    )
+    assert device_defaults(speed(["--compile"]), cpu, env={}).compile
+    fp16 = speed(["--mixed-precision", "fp16"])  # accelerate would train fp32 and say fp16
+    with pytest.raises(ValueError, match="--mixed-precision fp16: not on a CPU .* allowed on CPU: bf16 or no"):
+        device_defaults(fp16, cpu, env={})
+    with pytest.raises(ValueError, match="the accelerate config's mixed_precision fp16: not on a CPU"):
+        device_defaults(args, cpu, env={"ACCELERATE_MIXED_PRECISION": "fp16"})
+    assert device_defaults(speed(["--mixed-precision", "bf16"]), cpu, env={}).mixed_precision == "bf16"
+
+
+@pytest.mark.slow
+def test_a_failing_compile_warns_once_and_trains_eagerly(tmp_path, monkeypatch, capsys) -> None:
+    """Catches a compiler failure that kills the run, warns more than once, or leaves a half step behind (the
+    weights would then differ from an eager run's)."""
+    dataset = synthetic_dataset(tmp_path / "data")
+    run(synthetic_args(dataset, tmp_path / "eager", "--epochs", "1", "--no-compile"))
+    compiled = []
+
+    def failing_compile(model):
+        def forward(*args, **kwargs):
+            raise RuntimeError("inductor: no working C++ compiler\nmore detail")
+
+        compiled.append(model)
+        return forward
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    capsys.readouterr()
+    run(synthetic_args(dataset, tmp_path / "fallback", "--epochs", "1", "--compile"))
+    out = capsys.readouterr().out
+    assert len(compiled) == 1 and out.count("warning: torch.compile failed") == 1
+    assert "RuntimeError: inductor: no working C++ compiler); training without compilation" in out
+    eager, fallback = weights(tmp_path / "eager" / "final"), weights(tmp_path / "fallback" / "final")
+    for name in eager:
+        assert torch.equal(eager[name], fallback[name]), name
