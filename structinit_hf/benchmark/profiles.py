@@ -58,13 +58,7 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "cpu-proxy": Profile(
         name="cpu-proxy",
-        datasets={
-            "cifar10": BenchmarkDataset("cifar10", None, "cifar10", "uoft-cs/cifar10", local=True),
-            # a datasets folder of Debian's Fashion-MNIST package; 28 px grayscale, resized to 16
-            "fashion_mnist": BenchmarkDataset(
-                "fashion_mnist", None, None, "zalando-datasets/fashion_mnist", local=True
-            ),
-        },
+        datasets={"cifar10": BenchmarkDataset("cifar10", None, "cifar10", "uoft-cs/cifar10", local=True)},
         architecture={"img_size": 16, "patch_size": 2, "depth": 12, "embed_dim": 48, "num_heads": 3},
         recipe={
             "epochs": 10,
