@@ -71,7 +71,7 @@ def plot(runs: Path, out: Path) -> None:
         ax.imshow(image.float().numpy(), cmap="viridis")
         ax.set_title(title, fontsize=8)
     fig.suptitle(f"block 0 of {runs.parent.name}: {'bias over offsets' if per_row == 3 else 'centre token mixing'}")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=90)
     print(f"wrote {out} ({len(panels)} panels from {', '.join(run.name for run in arms)})")
