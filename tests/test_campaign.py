@@ -415,3 +415,22 @@ def test_the_width_table_quotes_the_committed_report():
     assert len(figures) == 22, table
     report = (REPO / "study/records/small_data/campaign/results.md").read_text()
     assert [figure for figure in figures if figure not in report] == []
+
+
+def test_the_readme_which_init_table_quotes_the_committed_reports():
+    """Every figure of the README's "which init, when" table is one a committed report printed: the 3-seed paired
+    figures (with their spread) from the campaign report, the one-seed gains from the report or the GPU record."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    table = readme[readme.index("| your model and data |") :].split("\n\n")[0]
+    rows = [line for line in table.splitlines() if line.startswith("|") and not line.startswith("|---")][1:]
+    assert len(rows) >= 10, table  # the ViT settings, Fashion-MNIST, Swin and MLP-Mixer
+    report = REPORT.read_text()
+    paired = re.findall(r"[+-]\d+\.\d\d ± \d+\.\d\d", table)
+    assert len(paired) >= 12 and [figure for figure in paired if figure not in report] == []
+    gpu = (REPO / "study/records/gpu/cifar10-paper-recipe/results.md").read_text()
+    gpu_top1 = [float(x) for x in re.findall(r"\*\*(\d+\.\d\d)\*\*", gpu)]  # default, mimetic, impulse3
+    single = [f"{b - gpu_top1[0]:+.2f}" for b in gpu_top1[1:]]
+    gpu_row = next(row for row in rows if "all of CIFAR-10" in row)
+    assert all(figure in gpu_row for figure in single), (single, gpu_row)
