@@ -9,12 +9,12 @@ A setting on Fashion-MNIST names the CIFAR-10 setting it repeats, so the two dat
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .records import _load, _setting, merge_scores
+from .records import _load, _setting, better_rates, merge_scores
 from .sources import BENCH, WIDTH_SETTINGS
 
 __all__ = ["BEYOND_GRIDS", "BEYOND_SETTINGS", "BeyondSetting", "build_beyond"]
@@ -121,17 +121,6 @@ def _check(path: str, record: Mapping[str, Any], setting: BeyondSetting) -> None
         raise ValueError(f"{path}: trained at (lr, images, width) {recorded}, listed under {listed}")
 
 
-def _better_rate(settings: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> dict[str, Any]:
-    """Per arm, the seeds of the setting where its mean is higher, and that setting's rate."""
-    scores, rates = {}, {}
-    for name in arms:
-        measured = [s for s in settings if name in s["arms"]]
-        if measured:
-            better = max(measured, key=lambda s: s["arms"][name]["mean"])
-            scores[name], rates[name] = dict(better["arms"][name]["per_seed"]), better["lr"]
-    return scores, rates
-
-
 def build_beyond(root: Path | str, cifar10_width: Mapping[str, Any]) -> dict[str, Any]:
     """Per setting of :data:`BEYOND_SETTINGS`: summaries, verdicts against its reference, sources, wall time per run
     and, where it repeats a CIFAR-10 setting, that setting's comparisons; then each grid at the better rates."""
@@ -158,6 +147,6 @@ def build_beyond(root: Path | str, cifar10_width: Mapping[str, Any]) -> dict[str
     grids = {}
     for name, keys in BEYOND_GRIDS.items():
         arms, reference = BEYOND_SETTINGS[keys[0]].arms, BEYOND_SETTINGS[keys[0]].reference
-        scores, rates = _better_rate([settings[k] for k in keys], arms)
+        scores, rates = better_rates([settings[k] for k in keys], arms)
         grids[name] = {"settings": list(keys), "rates": rates, **_setting(scores, arms, (reference,))}
     return {"settings": settings, "grids": grids}

@@ -290,6 +290,21 @@ def build_width(root: Path | str = ".") -> dict[str, Any]:
     return out
 
 
+def better_rates(
+    settings: Sequence[Mapping[str, Any]], arms: Sequence[str]
+) -> tuple[dict[str, dict[int, float]], dict[str, float]]:
+    """Per arm, the seeds of the setting among ``settings`` (apart in the rate alone) where its mean over seeds is
+    higher, and that setting's rate."""
+    scores: dict[str, dict[int, float]] = {}
+    rates: dict[str, float] = {}
+    for name in arms:
+        measured = [setting for setting in settings if name in setting["arms"]]
+        if measured:
+            better = max(measured, key=lambda setting: setting["arms"][name]["mean"])
+            scores[name], rates[name] = dict(better["arms"][name]["per_seed"]), better["lr"]
+    return scores, rates
+
+
 def build_best_rate(width: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     """Each init at its better learning rate of the width settings ``keys`` (one of :data:`RATE_GRIDS`: settings apart
     in the rate alone; the higher mean over seeds wins), judged as a setting: against timm's default and `shift`, each
@@ -297,13 +312,7 @@ def build_best_rate(width: Mapping[str, Any], keys: Sequence[str]) -> dict[str, 
     grid = {key: width[key] for key in keys}
     if len({_without(setting, "lr") for setting in grid.values()}) > 1:
         raise ValueError(f"learning-rate grid {list(keys)}: its settings differ in more than the rate")
-    scores: dict[str, dict[int, float]] = {}
-    rates: dict[str, float] = {}
-    for name in WIDTH_ARMS:
-        measured = [setting for setting in grid.values() if name in setting["arms"]]
-        if measured:
-            better = max(measured, key=lambda setting: setting["arms"][name]["mean"])
-            scores[name], rates[name] = dict(better["arms"][name]["per_seed"]), better["lr"]
+    scores, rates = better_rates(list(grid.values()), WIDTH_ARMS)
     return {
         "settings": list(grid),
         **{key: next(iter(grid.values()))[key] for key in ("images", "width", "head_dim")},
