@@ -1,8 +1,12 @@
-"""Shared test settings: no network, small thread count, the embedded CIFAR-10 sample, the optional shared data,
-and scripts run in this process."""
+"""Shared test settings: no network, one thread per process, the longest tests first, the embedded CIFAR-10 sample,
+the optional shared data, and scripts run in this process.
+
+The suite runs in two pytest-xdist workers (``addopts`` in pyproject.toml). This file is also loaded by xdist's
+controller, which runs no test: it imports nothing heavy (torch and the package load in the workers)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import runpy
 import sys
@@ -14,20 +18,34 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# one torch thread in every process (set before torch loads), the fresh Pythons a test starts included: test tensors
+# are tiny, and two workers share the cores. compare sets its own 2 threads: a thread that waits on a busy core
+# sleeps instead of spinning (OpenMP's default), which made those tests 4 times slower beside the other worker
+os.environ["OMP_NUM_THREADS"] = "1"
+os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
-import torch  # noqa: E402
-
-from structinit_hf.train.data import SAMPLE_DATASETS
-
-torch.set_num_threads(1)  # test tensors are tiny: threads cost more than they give
+# started first, so that the other worker runs the rest of the suite beside them (pytest-xdist's worksteal)
+LONGEST_FIRST = ("test_timm_suite.py", "test_transformers_suite.py")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)  # stable: the rest keep their order
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (torch, timm, transformers: millions of objects) lives until the end: the garbage
+    collector stops walking it, which took seconds of every full collection, pytest's own at the end included."""
+    gc.freeze()
+
+
 @pytest.fixture(scope="session")
 def cifar10_sample() -> Path:
     """The CIFAR-10 sample shipped in the package (real images in the Hub's img/label schema)."""
+    from structinit_hf.train.data import SAMPLE_DATASETS
+
     return SAMPLE_DATASETS["cifar10-sample"]
 
 

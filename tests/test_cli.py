@@ -289,9 +289,11 @@ def test_no_parser_is_built_with_abbreviations():
     ``allow_abbrev=False`` (the parametrized test above only knows the factories it lists)."""
     import ast
 
+    from package_imports import syntax_tree
+
     missing = []
-    for path in [*REPO.glob("structinit_hf/**/*.py"), *REPO.glob("scripts/*.py"), *REPO.glob("study/records/**/*.py")]:
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for path in [*REPO.glob("structinit_hf/**/*.py"), *REPO.glob("scripts/*.py"), *REPO.glob("study/**/*.py")]:
+        for node in ast.walk(syntax_tree(path)):
             if (
                 isinstance(node, ast.Call)
                 and getattr(node.func, "attr", getattr(node.func, "id", "")) == "ArgumentParser"

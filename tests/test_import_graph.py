@@ -4,41 +4,11 @@ and the modules of ``train/`` import one another without a circle."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "structinit_hf"
+from package_imports import MODULE_FILES, PACKAGE, import_graph, syntax_tree
 
 # what benchmark/ may import from the application: the package's public names and the settings
 TRAIN_ENTRY = {"structinit_hf.train", "structinit_hf.train.settings"}
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path) -> set[str]:
-    """Every structinit_hf module ``path`` imports, at any depth of its code (a function's lazy import counts), under
-    TYPE_CHECKING too; ``from .x import y`` names ``x``, and ``y`` too when ``y`` is a module."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            found.add(base)
-            found |= {f"{base}.{alias.name}" for alias in node.names}
-    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
-    return {module for module in found if module in modules and module != name}
-
-
-def import_graph() -> dict[str, set[str]]:
-    return {_module_name(path): _imports(path) for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def test_benchmark_reaches_training_only_through_its_public_entry():
@@ -93,15 +63,13 @@ def test_the_graph_reader_sees_lazy_and_relative_imports(tmp_path):
 def test_no_package_module_imports_the_study_or_names_its_paths():
     """Catches the installed package reaching into the repository's own study (``study/``: not in the wheel)."""
     offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        text = path.read_text()
-        tree = ast.parse(text)
+    for path in MODULE_FILES:
         imports = {
             alias.name if isinstance(node, ast.Import) else node.module or ""
-            for node in ast.walk(tree)
+            for node in ast.walk(syntax_tree(path))
             if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
             for alias in node.names
         }
-        if any(name == "study" or name.startswith("study.") for name in imports) or "study/" in text:
+        if any(name == "study" or name.startswith("study.") for name in imports) or "study/" in path.read_text():
             offenders.append(str(path.relative_to(PACKAGE)))
     assert offenders == []

@@ -6,11 +6,10 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from package_imports import MODULE_FILES, PACKAGE, imports_in, is_module, module_name, package_imports, syntax_tree
 
-PACKAGE = Path(__file__).resolve().parents[1] / "structinit_hf"
 # layer -> the package's subpackages it may import (itself included); modules at the top level belong to "plugin"
 MAY_IMPORT = {
     "init": {"init"},
@@ -22,72 +21,47 @@ LAYER_OF = {"init": "init", "models": "plugin", "train": "train", "benchmark": "
 
 
 def layer(module: str) -> str:
-    """``structinit_hf.train.loop`` -> ``train``; a top-level module (``structinit_hf.atomic``) is the plugin's."""
+    """``structinit_hf.train.loop`` -> ``train``; the package and its top-level modules (``structinit_hf.atomic``) are
+    the plugin's."""
     parts = module.split(".")
-    return LAYER_OF.get(parts[1], "plugin") if len(parts) > 2 or parts[1] in LAYER_OF else "plugin"
+    return LAYER_OF.get(parts[1], "plugin") if len(parts) > 1 else "plugin"
 
 
-def is_module(name: str) -> bool:
-    path = PACKAGE.parent.joinpath(*name.split("."))
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+def wrong_imports(module: str, imports: list[tuple[int, str]] | tuple[tuple[int, str], ...]) -> list[str]:
+    """The imports of ``module`` from a layer above its own."""
+    own = layer(module)
+    return [
+        f"line {line}: {target} ({layer(target)})"
+        for line, target in imports
+        if target != "structinit_hf" and layer(target) not in MAY_IMPORT[own]
+    ]
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
-    """Every ``structinit_hf`` module ``path`` imports, at any depth (imports inside functions count too)."""
-    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            target = ".".join(base + [node.module] if node.module else base)
-            if target.startswith("structinit_hf"):  # `from . import x` imports the module x when there is one
-                found += [
-                    (node.lineno, f"{target}.{a.name}" if is_module(f"{target}.{a.name}") else target)
-                    for a in node.names
-                ]
-        elif isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("structinit_hf")]
-    return found
-
-
-MODULES = sorted(PACKAGE.rglob("*.py"))
-
-
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize("path", MODULE_FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_a_module_imports_only_its_own_layer_and_those_below(path):
     if path.name == "__main__.py":  # the command dispatcher: it runs the application by name, on demand
         return
-    own = layer(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
-    wrong = [
-        f"line {line}: {target} ({layer(target)})"
-        for line, target in imports_of(path)
-        if target != "structinit_hf" and layer(target) not in MAY_IMPORT[own]
-    ]
-    assert not wrong, f"{path.relative_to(PACKAGE)} ({own}) imports {wrong}"
+    module = module_name(path)
+    wrong = wrong_imports(module, package_imports(path))
+    assert not wrong, f"{path.relative_to(PACKAGE)} ({layer(module)}) imports {wrong}"
 
 
 def test_the_algorithms_import_neither_timm_nor_transformers():
     for path in sorted((PACKAGE / "init").glob("*.py")):
         tops = {
             (node.module or "").partition(".")[0] if isinstance(node, ast.ImportFrom) else alias.name.partition(".")[0]
-            for node in ast.walk(ast.parse(path.read_text()))
+            for node in ast.walk(syntax_tree(path))
             if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
             for alias in node.names
         }
         assert not tops & {"timm", "transformers"}, f"{path.name} imports {sorted(tops & {'timm', 'transformers'})}"
 
 
-def test_the_layer_check_sees_a_wrong_import(tmp_path, monkeypatch):
+def test_the_layer_check_sees_a_wrong_import():
     """The check above is not vacuous: a plugin module that imports the application is caught."""
-    fake = PACKAGE / "models" / "_layer_probe.py"
-    assert not fake.exists()
-    try:
-        fake.write_text("def f():\n    from ..train.loop import train\n")
-        with pytest.raises(AssertionError, match=r"imports .*structinit_hf\.train\.loop \(train\)"):
-            test_a_module_imports_only_its_own_layer_and_those_below(fake)
-    finally:
-        fake.unlink()
+    probe = ast.parse("def f():\n    from ..train.loop import train\n")
+    wrong = wrong_imports("structinit_hf.models.probe", imports_in(probe, "structinit_hf.models.probe"))
+    assert wrong == ["line 2: structinit_hf.train.loop (train)"]
 
 
 @pytest.mark.slow  # a fresh Python: what the plugin imports, with nothing imported before it
@@ -116,7 +90,7 @@ def test_compare_does_not_load_the_campaign():
         seen.add(module)
         path = PACKAGE.parent.joinpath(*parts)
         path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
-        todo += parents + [target for _, target in imports_of(path)]
+        todo += parents + [target for _, target in package_imports(path)]
     assert "structinit_hf.benchmark.stats" in seen
     assert [name for name in seen if ".campaign" in name] == []
 
