@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # One loan of a GPU machine for issue 48, in one call sized to the device time at hand (BUDGET seconds, default 540):
+#   0. issue 45: the Swin and Mixer inits built on the GPU against the CPU's (study/device_init_check.py, about 30 s);
 #   1. can DataLoader workers hand tensors over on this machine (an earlier loan's sandbox could not: "received 0
 #      items of ancdata")? If only torch's file_system sharing works, it is switched on for this call, and said so;
 #   2. training throughput: study/benchmark_training.py, `train` at its GPU defaults (bf16 + compile) and in eager
@@ -39,6 +40,11 @@ print('device:', torch.cuda.get_device_name(0) if torch.cuda.is_available() else
 import resource; print('open files limit (soft, hard):', resource.getrlimit(resource.RLIMIT_NOFILE))
 datasets.load_dataset('$DATA')  # builds the cache once
 " 2>&1 | tee -a "$keep/loan.log" || exit 1
+
+# 0. The Swin and Mixer inits on the device (issue 45).
+check=(--out "$keep/init_check-cuda.md"); [ "$SMOKE" = 1 ] && check=(--device cpu --tiny --out "$keep/init_check-cpu.md")
+log "init check: python study/device_init_check.py ${check[*]}"
+timeout 120 python3 study/device_init_check.py "${check[@]}" > "$keep/init_check.log" 2>&1; log "init check: exit $?"
 
 # 1. Loader workers: the default (file descriptor) sharing, then file_system.
 probe() {

@@ -3,6 +3,7 @@ MlpMixer (token MLP as a shift; ResMLP, gMLP, gMixer), through apply_structured_
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -256,3 +257,33 @@ def test_timm_wrapper_from_config_keeps_the_init(name: str) -> None:
     part = "mlp_tokens" if "mixer" in name else "attn.qkv" if "mimetic" in name else "relative_position_bias_table"
     for key in [k for k in direct.state_dict() if part in k]:
         torch.testing.assert_close(wrapped.state_dict()[key], direct.state_dict()[key], rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.slow  # builds each Swin and Mixer name four times
+def test_the_device_check_passes_on_the_cpu(tmp_path: Path, script_in_process) -> None:
+    """``study/device_init_check.py``, which a GPU loan runs for issue 45, passes on the CPU with small Swin, Mixer
+    and ViT models: each init is seeded apart from the global RNG, its bfloat16 build is its float32 one rounded."""
+    out = tmp_path / "check.md"
+    done = script_in_process("study/device_init_check", ["--device", "cpu", "--tiny", "--out", str(out)])
+    assert done.returncode == 0, done.stdout
+    rows = [line for line in out.read_text().splitlines() if line.startswith(("| swin", "| mixer", "| vit"))]
+    assert len(rows) == 8 and all(row.endswith("| True |") and "| equal |" in row for row in rows), rows
+    assert "target mass 0.7" in rows[0] and "relative error from its shift" in rows[-3]
+
+
+@pytest.mark.parametrize(
+    "name, method",
+    [("vit_tiny_patch16_224", "impulse"), ("vit_tiny_patch16_224", "mimetic"), (SWIN_NAMES[0], "impulse"),
+     (SWIN_NAMES[0], "mimetic"), (MIXER_NAMES[0], "impulse")],
+)  # fmt: skip
+def test_the_init_computes_on_the_cpu_whatever_the_default_device(name: str, method: str) -> None:
+    """Catches an init that makes its tensors on the caller's default device: its seeded generator is a CPU one, so
+    under ``with torch.device("cuda")`` (how a user builds on a GPU) a draw would fail. Here the model is on the CPU
+    and the default device is ``meta``: the init must write what it writes with no default device set."""
+    vit = dict(depth=2, img_size=16, patch_size=2)
+    model = timm.create_model(name, **vit) if name.startswith("vit") else _tiny(name)
+    expected = apply_structured_init(copy.deepcopy(model), method, seed=0).state_dict()
+    with torch.device("meta"):
+        written = apply_structured_init(model, method, seed=0).state_dict()
+    for key, value in expected.items():
+        torch.testing.assert_close(written[key], value, rtol=0, atol=0, msg=key)

@@ -202,14 +202,18 @@ def _apply_mixer_impulse(layout: MixerLayout, options: MixerImpulseOptions) -> l
 
 
 @contextmanager
-def _float32_default() -> Iterator[None]:
-    """Create new tensors in float32 inside, whatever the caller's default dtype (``torch.set_default_dtype``, which
-    transformers' ``from_config(dtype=...)`` also sets): the solves need it (no half-precision SVD on the CPU) and
-    write their results into the model's own dtype."""
+def _init_defaults(model: nn.Module) -> Iterator[None]:
+    """Create new tensors in float32 and on the CPU inside, whatever the caller's defaults. The dtype: the solves need
+    float32 (no half-precision SVD on the CPU) and write their results into the model's own dtype, whatever
+    ``torch.set_default_dtype`` (which transformers' ``from_config(dtype=...)`` also sets) says. The device: every draw
+    uses a seeded CPU generator, which a ``with torch.device("cuda")`` build would otherwise refuse; what runs on the
+    model's device says so (the ViT's solve). A model on the meta device keeps meta, so that nothing is computed."""
     previous = torch.get_default_dtype()
+    on_meta = any(p.is_meta for p in model.parameters())
     torch.set_default_dtype(torch.float32)
     try:
-        yield
+        with torch.device("meta" if on_meta else "cpu"):
+            yield
     finally:
         torch.set_default_dtype(previous)
 
@@ -231,7 +235,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     settings = init_settings(method, options, family) if method != "default" else init_settings(method, options)
     if method == "default":
         return model
-    with _float32_default():
+    with _init_defaults(model):
         if family == "swin":
             layout = swin_layout(model)
             if method == "impulse":
