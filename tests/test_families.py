@@ -287,3 +287,17 @@ def test_the_init_computes_on_the_cpu_whatever_the_default_device(name: str, met
         written = apply_structured_init(model, method, seed=0).state_dict()
     for key, value in expected.items():
         torch.testing.assert_close(written[key], value, rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.parametrize("method", ["impulse", "mimetic"])
+def test_a_model_partly_on_meta_gets_the_init_on_its_other_parameters(method: str) -> None:
+    """Catches the init following a meta parameter onto meta (an offloaded head, say): the CPU parameters must get
+    the values a whole CPU model gets, and the meta ones nothing."""
+    model = timm.create_model("vit_tiny_patch16_224", depth=2, img_size=16, patch_size=2)
+    expected = apply_structured_init(copy.deepcopy(model), method, seed=0).state_dict()
+    model.head.to("meta")
+    written = apply_structured_init(model, method, seed=0).state_dict()
+    assert written["head.weight"].is_meta
+    for key, value in expected.items():
+        if not key.startswith("head."):
+            torch.testing.assert_close(written[key], value, rtol=0, atol=0, msg=key)

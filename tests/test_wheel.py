@@ -16,7 +16,10 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.slow  # builds the wheel (about 10 s, offline: no build isolation)
 def test_the_wheel_holds_the_package_and_none_of_the_study(tmp_path):
     source = tmp_path / "source"  # a copy: setuptools builds in the tree, and an old build/ would leak into the wheel
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "runs"))
+    # left out: what the other test worker may be writing meanwhile (pytest's cache, where the external suites'
+    # sdists unpack), and the git-ignored folders of runs and downloaded data
+    ignore = (".git", "build", "dist", "*.egg-info", "runs", "data", ".pytest_cache", "__pycache__")
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*ignore))
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)]
     subprocess.run([*command, str(source)], check=True, capture_output=True, timeout=600)
     (wheel,) = tmp_path.glob("structinit_hf-*.whl")

@@ -67,7 +67,7 @@ def _solver_options(
 
 def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> list[list[list[int]]]:
     """Write the impulse init into ``layout``; returns the ``[dy, dx]`` of every head, per block (plain ints)."""
-    device = layout.patch_weight.device
+    device = layout.patch_weight.device if not layout.patch_weight.is_meta else torch.device("cpu")
     heads = {(slot.num_heads, slot.head_dim) for slot in layout.attentions}
     if len(heads) != 1:
         raise ValueError(f"impulse init needs the same head layout in every block, got {sorted(heads)}")
@@ -202,18 +202,20 @@ def _apply_mixer_impulse(layout: MixerLayout, options: MixerImpulseOptions) -> l
 
 
 @contextmanager
-def _init_defaults(model: nn.Module) -> Iterator[None]:
+def _init_defaults() -> Iterator[None]:
     """Create new tensors in float32 and on the CPU inside, whatever the caller's defaults. The dtype: the solves need
     float32 (no half-precision SVD on the CPU) and write their results into the model's own dtype, whatever
     ``torch.set_default_dtype`` (which transformers' ``from_config(dtype=...)`` also sets) says. The device: every draw
     uses a seeded CPU generator, which a ``with torch.device("cuda")`` build would otherwise refuse; what runs on the
-    model's device says so (the ViT's solve). A model on the meta device keeps meta, so that nothing is computed."""
+    model's device says so (the ViT's solve), and a value copied into a meta parameter is dropped."""
     previous = torch.get_default_dtype()
-    on_meta = any(p.is_meta for p in model.parameters())
     torch.set_default_dtype(torch.float32)
     try:
-        with torch.device("meta" if on_meta else "cpu"):
+        if torch.empty(()).device.type == "cpu":  # no device mode to undo: none is entered (one costs every torch call)
             yield
+        else:
+            with torch.device("cpu"):
+                yield
     finally:
         torch.set_default_dtype(previous)
 
@@ -235,7 +237,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     settings = init_settings(method, options, family) if method != "default" else init_settings(method, options)
     if method == "default":
         return model
-    with _init_defaults(model):
+    with _init_defaults():
         if family == "swin":
             layout = swin_layout(model)
             if method == "impulse":

@@ -51,8 +51,8 @@ def shift_index(grid_size: int | Sequence[int], shifts: torch.Tensor) -> tuple[t
     Both ``heads x N``: the sparse form of the maps of :func:`~structinit_hf.init.impulse.impulse_targets`."""
     h, w = to_pair(grid_size)
     shifts = torch.as_tensor(shifts, dtype=torch.long).reshape(-1, 2).cpu()
-    rows = torch.arange(h).repeat_interleave(w)
-    cols = torch.arange(w).repeat(h)
+    rows = torch.arange(h, device="cpu").repeat_interleave(w)
+    cols = torch.arange(w, device="cpu").repeat(h)
     target_rows, target_cols = rows + shifts[:, :1], cols + shifts[:, 1:]
     valid = (target_rows >= 0) & (target_rows < h) & (target_cols >= 0) & (target_cols < w)
     return torch.where(valid, target_rows * w + target_cols, 0), valid
