@@ -434,3 +434,7 @@ def test_the_readme_which_init_table_quotes_the_committed_reports():
     single = [f"{b - gpu_top1[0]:+.2f}" for b in gpu_top1[1:]]
     gpu_row = next(row for row in rows if "all of CIFAR-10" in row)
     assert all(figure in gpu_row for figure in single), (single, gpu_row)
+    for row in rows:  # the CPU's one-seed trends: each gain as the campaign report printed it
+        if "one seed" in row and row is not gpu_row:
+            gains = re.findall(r"[+-]\d+\.\d\d(?! ±)", row)
+            assert gains and [gain for gain in gains if gain not in report] == [], row
