@@ -112,9 +112,7 @@ def test_the_structure_map_in_the_docs_names_every_module():
             folders.append(name.rstrip("/"))
         else:
             listed.add("/".join([*folders, name]))
-    modules = {
-        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent == PACKAGE
-    }
+    modules = {str(p.relative_to(PACKAGE)) for p in MODULE_FILES if p.name != "__init__.py" or p.parent == PACKAGE}
     assert listed == modules, (
         f"only in the docs: {sorted(listed - modules)}; only in the code: {sorted(modules - listed)}"
     )
