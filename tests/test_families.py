@@ -301,3 +301,48 @@ def test_a_model_partly_on_meta_gets_the_init_on_its_other_parameters(method: st
     for key, value in expected.items():
         if not key.startswith("head."):
             torch.testing.assert_close(written[key], value, rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        ("vit_tiny_impulse3", dict(img_size=16, patch_size=4, depth=2)),
+        ("swin_tiny_impulse3_patch2_window4_32", SWIN),
+        ("mixer_s4_impulse3_32", MIXER),
+    ],  # fmt: skip
+    ids=["vit", "swin", "mixer"],
+)
+def test_timms_buffer_reinit_after_a_load_or_training_keeps_the_weights(name: str, args: dict) -> None:
+    """Catches the hook transformers calls after re-drawing the layers (``init_non_persistent_buffers``) running the
+    init again when timm calls it: ``reinit_non_persistent_buffers``, the last step of timm's meta-device load and
+    what timm says to run after a load or a move, wiped every loaded or trained weight."""
+    from timm.models._manipulate import reinit_non_persistent_buffers
+
+    def trained(model: nn.Module) -> nn.Module:
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(0.25)  # weights no init draws
+        return model
+
+    source = trained(timm.create_model(name, num_classes=3, **args))
+    loaded = timm.create_model(name, num_classes=3, **args)
+    loaded.load_state_dict(source.state_dict())
+    with torch.device("meta"):
+        skeleton = timm.create_model(name, num_classes=3, **args)
+    skeleton.to_empty(device="cpu").load_state_dict(source.state_dict())
+    wrapped = trained(
+        AutoModelForImageClassification.from_config(
+            TimmWrapperConfig(architecture=name, model_args=args, num_labels=3)
+        ).timm_model
+    )
+    kept = copy.deepcopy(wrapped.state_dict())
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = source.eval()(images)
+        for model, weights in ((source, source.state_dict()), (loaded, source.state_dict()),
+                               (skeleton, source.state_dict()), (wrapped, kept)):  # fmt: skip
+            weights = {key: value.clone() for key, value in weights.items()}
+            assert reinit_non_persistent_buffers(model)  # timm found the hook
+            for key, value in weights.items():
+                assert torch.equal(model.state_dict()[key], value), key
+        torch.testing.assert_close(skeleton.eval()(images), expected, rtol=0, atol=0)  # its index buffers rebuilt

@@ -161,6 +161,98 @@ def test_a_folder_whose_labels_are_not_its_class_folders_is_refused_in_one_line(
     assert all(words in errors[0] for words in named), errors[0]
 
 
+def _rows(root: Path) -> dict[str, list[tuple[str, str]]]:
+    """``{split: [(file relative to root, its class name), ...]}`` as the loader reads the folder."""
+    loaded = load_raw_dataset(str(root))
+    rows = {}
+    for split, table in loaded.items():
+        names = table.features["label"].names
+        files = [Path(cell["path"]) for cell in table.cast_column("image", datasets.Image(decode=False))["image"]]
+        rows[split] = sorted(
+            (str(path.relative_to(root)), names[label]) for path, label in zip(files, table["label"], strict=True)
+        )
+    return rows
+
+
+def _linked(root: Path, links: dict[str, str]) -> Path:
+    for link, target in links.items():
+        (root / link).parent.mkdir(parents=True, exist_ok=True)
+        (root / link).symlink_to(root.parent / target, target_is_directory=True)
+    return root
+
+
+@pytest.mark.parametrize(
+    ("files", "links", "expected"),
+    [
+        ({"Train/cat/1.png": 1, "Train/dog/2.png": 2, "Test/cat/3.png": 3, "Test/dog/4.png": 4}, {},
+         {"train": [("Train/cat/1.png", "cat"), ("Train/dog/2.png", "dog")],
+          "test": [("Test/cat/3.png", "cat"), ("Test/dog/4.png", "dog")]}),
+        ({"training_set/cat/1.png": 1, "training_set/dog/2.png": 2, "test_set/cat/3.png": 3}, {},
+         {"train": [("training_set/cat/1.png", "cat"), ("training_set/dog/2.png", "dog")],
+          "test": [("test_set/cat/3.png", "cat")]}),
+        ({"train/cat/1.png": 1, "train/dog/2.png": 2, "Validation/cat/3.png": 3}, {},
+         {"train": [("train/cat/1.png", "cat"), ("train/dog/2.png", "dog")],
+          "validation": [("Validation/cat/3.png", "cat")]}),
+        ({"train/bus/1.png": 1, "train/train/2.png": 2, "test/bus/3.png": 3, "test/train/4.png": 4}, {},
+         {"train": [("train/bus/1.png", "bus"), ("train/train/2.png", "train")],
+          "test": [("test/bus/3.png", "bus"), ("test/train/4.png", "train")]}),
+        ({"airport/1.png": 1, "train_station/2.png": 2, "train-yard/3.png": 3}, {},
+         {"train": [("airport/1.png", "airport"), ("train-yard/3.png", "train-yard"),
+                    ("train_station/2.png", "train_station")]}),
+        ({"cat/fox_train_1.png": 1, "cat/2.png": 2, "dog/test_3.png": 3}, {},
+         {"train": [("cat/2.png", "cat"), ("cat/fox_train_1.png", "cat"), ("dog/test_3.png", "dog")]}),
+        ({"cat/1.png": 1, "cat/.hidden.png": 2, "cat/.DS_Store/x.png": 2, "dog/2.png": 3}, {},
+         {"train": [("cat/1.png", "cat"), ("dog/2.png", "dog")]}),
+        ({"cat/1.png": 1}, {"dog": "elsewhere/dogs"},
+         {"train": [("cat/1.png", "cat"), ("dog/2.png", "dog")]}),
+        ({"train/cat/1.png": 1, "train/dog/2.png": 2}, {"test/cat": "elsewhere/cats", "test/dog": "elsewhere/dogs"},
+         {"train": [("train/cat/1.png", "cat"), ("train/dog/2.png", "dog")],
+          "test": [("test/cat/2.png", "cat"), ("test/dog/2.png", "dog")]}),
+    ],
+    ids=["capitalised-splits", "kaggle-split-names", "capitalised-validation", "a-class-named-train",
+         "classes-named-like-splits", "files-named-like-splits", "hidden-files", "linked-class", "linked-split"],
+)  # fmt: skip
+def test_an_image_folder_reads_every_image_into_its_own_split_and_class(tmp_path, files, links, expected):
+    """Catches datasets' split guessing, which the loader used to trust: Train/ and Test/ read as one split (test
+    images trained on), Validation/ dropped, the class train of test/ read as training images, a flat folder's
+    classes named like splits or files named like splits reading as splits (classes dropped), and classes
+    behind a symbolic link dropped."""
+    _folder(tmp_path / "elsewhere", {"cats/2.png": 5, "dogs/2.png": 6})
+    root = _linked(_folder(tmp_path / "photos", files), links)
+    assert _rows(root) == expected
+
+
+@pytest.mark.parametrize(
+    ("files", "named"),
+    [
+        ({"train/cat/1.png": 1, "training/cat/2.png": 2}, ["train/ and training/", "both hold the train split"]),
+        ({"train/cat/1.png": 1, "test/cat/2.png": 2, "dog/3.png": 3}, ["mixes split folders (test, train)", "(dog)"]),
+        ({"train/cat/1.png": 1, "test/cat/2.png": 2, "loose.png": 3}, ["the image loose.png", "its split folders"]),
+        ({"cat/1.png": 1, "dog/.only_hidden.png": 2}, ["class folder(s) dog hold no images"]),
+    ],
+    ids=["two-folders-one-split", "splits-beside-classes", "image-beside-splits", "only-hidden-images"],
+)
+def test_a_folder_whose_splits_are_unclear_is_refused_in_one_line(tmp_path, files, named, capsys):
+    root = _folder(tmp_path / "photos", files)
+    status = main(["train", *TINY, "--dataset", str(root), "--output-dir", str(tmp_path / "run")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert status == 2 and len(errors) == 1, errors
+    assert all(words in errors[0] for words in named), errors[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_max_eval_samples_scores_every_class_of_a_folder_sorted_by_class(tmp_path):
+    """Catches --max-eval-samples keeping the first rows: an image folder's rows are sorted by class, so 60 of 4 x 50
+    test images scored two classes of four."""
+    names = ("cat", "dog", "fox", "owl")
+    root = _folder(tmp_path / "photos", {f"{split}/{name}/{i}.png": i for split in ("train", "test")
+                                         for name in names for i in range(50)})  # fmt: skip
+    data = load_image_classification(str(root), max_eval_samples=60, seed=0)
+    scored = data.evaluation["label"]
+    assert len(scored) == 60 and set(scored) == {0, 1, 2, 3}
+    assert load_image_classification(str(root), max_eval_samples=60, seed=5).evaluation["label"] == scored
+
+
 def test_evaluate_on_a_flat_folder_names_the_split_that_fits(tmp_path, capsys):
     root = _folder(tmp_path / "photos", {"cat/1.png": 1, "dog/2.png": 2})
     status = main(["evaluate", "--model", "vit_tiny_impulse3", *TINY, "--dataset", str(root),

@@ -21,6 +21,7 @@ from tiny_runs import REPO, TINY_MODEL, run, weights
 from structinit_hf.train import prepare as run_setup
 from structinit_hf.train.args import evaluation_parser, training_parser
 from structinit_hf.train.checkpoints import find_checkpoint
+from structinit_hf.train.data import load_image_classification
 from structinit_hf.train.evaluation import run_evaluation
 from structinit_hf.train.export import save_final_model
 from structinit_hf.train.models import load_model
@@ -242,7 +243,7 @@ def test_evaluate_a_transformers_checkpoint(cifar10_sample, tmp_path) -> None:
     argv = ["--model", str(tmp_path / "vit"), "--dataset", str(cifar10_sample), "--max-eval-samples", "20"]
     record = run_evaluation(evaluation_parser().parse_args([*argv, "--output", str(tmp_path / "r.json")]))
     assert record["num_samples"] == 20 and record["split"] == "test" and record["epochs"] is None
-    rows = datasets.load_dataset(str(cifar10_sample), split="test").select(range(20))
+    rows = load_image_classification(str(cifar10_sample), train_split=None, max_eval_samples=20).evaluation
     with torch.no_grad():  # the scores transformers itself gives with the checkpoint's own processor
         pixels = processor(images=[row["img"] for row in rows], return_tensors="pt")["pixel_values"]
         logits = ViTForImageClassification.from_pretrained(tmp_path / "vit").eval()(pixel_values=pixels).logits

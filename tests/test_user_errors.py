@@ -166,7 +166,7 @@ CASES = {
         "train",
         lambda paths, out: [*TINY_MODEL, "--dataset", str(paths.one_class), "--output-dir", str(out)],
         {},
-        "the dataset has images but no labels (columns: image); an image folder needs one sub-folder per class",
+        "one class folder (cat); an image folder needs one sub-folder per class, at least 2",
     ),
     "fine-tune-depth": (
         "train",

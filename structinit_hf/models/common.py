@@ -10,6 +10,7 @@ from typing import Any
 from huggingface_hub import is_offline_mode, try_to_load_from_cache
 from huggingface_hub.errors import LocalEntryNotFoundError
 from timm.models import get_pretrained_cfg
+from torch import nn
 
 from ..init.common import to_pair
 
@@ -117,7 +118,28 @@ def check_geometry(
     return image[0] // patch[0], image[1] // patch[1]
 
 
-class StructuredInitMixin:
+class InitAgainAfterTransformersRedraws:
+    """The hook through which transformers' ``from_config`` ends with this package's init, not with transformers' own.
+
+    timm calls ``init_non_persistent_buffers`` to rebuild what a checkpoint does not hold (its
+    ``reinit_non_persistent_buffers``, after a load or a move); this package's models hold no such buffer of their own
+    (timm's submodules rebuild theirs). transformers calls it too, by this name, from ``_init_weights``, right after
+    re-drawing every ``nn.Linear`` of the model from N(0, initializer_range), which overwrites the attention init: then,
+    and only then, the model's :meth:`init_weights` (timm's, then the named one) runs again, so ``from_config`` gives
+    what ``timm.create_model`` gives. transformers' marks tell the two apart: it flags each layer it re-drew
+    ``_is_hf_initialized``, and each tensor it loaded; timm flags nothing. A re-draw is answered once, so a later call
+    (timm's, after training or a load) leaves the weights as they are."""
+
+    def init_non_persistent_buffers(self) -> None:
+        layers = [module for module in self.modules() if isinstance(module, nn.Linear)]
+        redrawn = bool(layers) and all(getattr(module, "_is_hf_initialized", False) for module in layers)
+        loaded = any(getattr(t, "_is_hf_initialized", False) for t in (*self.parameters(), *self.buffers()))
+        if redrawn and not loaded and not getattr(self, "_answered_redraw", False):
+            self.init_weights()
+        self._answered_redraw = redrawn
+
+
+class StructuredInitMixin(InitAgainAfterTransformersRedraws):
     """What this package's Swin and Mixer classes add to timm's: a named init run after timm's own, skipped on the
     meta device, with its record (``structinit_settings``) and what exports need (``network_args``).
 
@@ -148,13 +170,6 @@ class StructuredInitMixin:
         self.structinit_settings = dict(self._settings)
         if getattr(self, "structinit_shifts", None) is not None and self.attention_init == "impulse":
             self.structinit_settings["shifts"] = self.structinit_shifts
-
-    def init_non_persistent_buffers(self) -> None:
-        """Run the model's init again (timm's, then the named one): transformers calls this method, by this name,
-        right after re-drawing every ``nn.Linear``; a model some of whose tensors transformers loaded (flagged
-        ``_is_hf_initialized``) is left as loaded."""
-        if not any(getattr(t, "_is_hf_initialized", False) for t in (*self.parameters(), *self.buffers())):
-            self.reinitialize()
 
 
 def without_network_args(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -69,9 +69,6 @@ class StructInitMlpMixer(StructuredInitMixin, MlpMixer):
         if hasattr(self, "_settings"):
             self._run_structured_init()
 
-    def reinitialize(self) -> None:
-        self.init_weights()
-
 
 def _create_mixer(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitMlpMixer:
     """Build ``variant`` with its pretrained cfg; with ``pretrained=True`` the weights are loaded and no init runs."""

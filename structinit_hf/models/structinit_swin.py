@@ -50,9 +50,6 @@ class StructInitSwinTransformer(StructuredInitMixin, SwinTransformer):
         if self.structinit_settings is not None and (mode or self.weight_init_mode) not in ("", None):
             self.structinit_settings["weight_init"] = mode or self.weight_init_mode
 
-    def reinitialize(self) -> None:
-        self.init_weights()
-
 
 def _create_swin(variant: str, pretrained: bool = False, **kwargs: Any) -> StructInitSwinTransformer:
     """Build ``variant`` with its pretrained cfg; with ``pretrained=True`` the weights are loaded and no init runs."""

@@ -25,7 +25,14 @@ from torch import nn
 from ..init.apply import apply_structured_init
 from ..init.impulse import sincos_2d
 from ..init.options import IMPULSE_KWARGS, init_settings
-from .common import NOT_NETWORK_ARGS, check_geometry, cifar_cfg, input_cfg, require_hub_weights
+from .common import (
+    NOT_NETWORK_ARGS,
+    InitAgainAfterTransformersRedraws,
+    check_geometry,
+    cifar_cfg,
+    input_cfg,
+    require_hub_weights,
+)
 
 __all__ = ["POS_EMBEDS", "StructInitVisionTransformer", "default_cfgs"]  # @register_model adds each name
 
@@ -36,7 +43,7 @@ _STOCK_VIT_NAMES = {192: "vit_tiny_patch16_224", 384: "vit_small_patch16_224", 7
 POS_EMBEDS = ("sincos", "learn", "none")
 
 
-class StructInitVisionTransformer(VisionTransformer):
+class StructInitVisionTransformer(InitAgainAfterTransformersRedraws, VisionTransformer):
     """timm's ``VisionTransformer`` whose attention starts from ``attention_init``.
 
     ``attention_init`` is ``"impulse"`` (keyword options: the fields of
@@ -115,19 +122,6 @@ class StructInitVisionTransformer(VisionTransformer):
             self.structinit_settings["shifts"] = self.structinit_shifts
         if (mode or self.weight_init_mode) not in ("", None):
             self.structinit_settings["weight_init"] = mode or self.weight_init_mode
-
-    def init_non_persistent_buffers(self) -> None:
-        """Run :meth:`init_weights` again: transformers calls this method, by this name, right after its own
-        ``_init_weights`` re-drew every ``nn.Linear`` from N(0, initializer_range), which overwrites the attention init.
-
-        So ``from_config`` (or transformers' ``init_weights()`` after a meta-device build) ends with the model's own
-        init, timm's then the attention solve, as ``timm.create_model`` does. A model some of whose tensors
-        transformers loaded (it flags them ``_is_hf_initialized``) is left as loaded. The solve runs a second time
-        rather than the first one's tensors being written back: timm's init re-draws the patch embedding from the
-        global generator, and the content-suppressing solve (``suppress_content=True``) reads it.
-        """
-        if not any(getattr(t, "_is_hf_initialized", False) for t in (*self.parameters(), *self.buffers())):
-            self.init_weights()
 
     def set_input_size(self, img_size: Any = None, patch_size: Any = None) -> None:
         """timm's resize (the position code resampled to the new grid), keeping a fixed code a buffer."""

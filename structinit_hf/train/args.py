@@ -66,7 +66,9 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--image-column", default=None, help="image column (default: img or image)")
     group.add_argument("--label-column", default=None, help="label column (default: label, labels or fine_label)")
-    group.add_argument("--max-eval-samples", type=int, default=None, help="score only the first N rows")
+    group.add_argument(
+        "--max-eval-samples", type=int, default=None, help="score N rows drawn at random, the same N in every run"
+    )
     group.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per training process")
 
 

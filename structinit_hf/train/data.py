@@ -9,6 +9,8 @@ batches (transforms, sampler, loaders): :mod:`.dataloaders`.
 
 from __future__ import annotations
 
+import os
+import re
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,8 +39,9 @@ __all__ = [
     "find_columns",
     "known_label_names",
     "load_image_classification",
-    "check_image_folder",
+    "image_folder_files",
     "load_raw_dataset",
+    "read_image_folder",
     "stratified_split",
     "timm_label_order",
 ]
@@ -84,60 +87,145 @@ def _is_save_to_disk_folder(path: Path) -> bool:
     return any((path / name).is_file() for name in _SAVE_TO_DISK_FILES)
 
 
-# folder names datasets reads as splits (train/, test/, validation/, ...), as it spells them
-_SPLIT_FOLDERS = {keyword for keywords in SPLIT_KEYWORDS.values() for keyword in keywords}
+# a top-level folder named for a split (any case, a separator and more may follow: Train/, training_set/, val-2024/)
+# holds that split, as datasets names it: train, validation or test
+_SPLIT_OF_KEYWORD = {keyword: str(split) for split, keywords in SPLIT_KEYWORDS.items() for keyword in keywords}
+_SPLIT_FOLDER = re.compile(rf"({'|'.join(sorted(_SPLIT_OF_KEYWORD, key=len, reverse=True))})([-._ 0-9].*)?", re.I)
+_IMAGE_EXTENSIONS = frozenset(extension.lower() for extension in ImageFolder.EXTENSIONS)
+_DATA_FILES = (".parquet", ".arrow", ".csv", ".jsonl", ".json")
 
 
-def _image_files(folder: Path) -> list[Path]:
-    extensions = {extension.lower() for extension in ImageFolder.EXTENSIONS}
-    return sorted(path for path in folder.rglob("*") if path.suffix.lower() in extensions and path.is_file())
+def _visible(path: Path) -> list[Path]:
+    """The entries of a folder, less hidden ones (``.DS_Store``, ``._photo.jpg``)."""
+    return sorted(entry for entry in path.iterdir() if not entry.name.startswith("."))
 
 
-def check_image_folder(folder: Path) -> None:
-    """Refuse, in one line naming the file or folder, an image folder whose labels would not be its class folders.
+def _images(path: Path) -> list[Path]:
+    """The images directly in a folder."""
+    return [entry for entry in _visible(path) if entry.suffix.lower() in _IMAGE_EXTENSIONS and entry.is_file()]
 
-    An image folder is one sub-folder per class with its images directly inside, optionally under split folders
-    (``train/``, ``test/``, ...). ``datasets`` labels an image by its parent folder's name: a nested folder
-    (``cat/indoor/1.jpg``) would train as class ``indoor``, and an image outside any class folder, or a class with a
-    sub-folder of its own, leaves the whole dataset without labels. An empty class folder would be dropped silently.
-    A folder of parquet, arrow, csv or json files is not an image folder and is not checked."""
-    images = _image_files(folder)
-    if not images or any(
-        path.suffix in (".parquet", ".arrow", ".csv", ".jsonl", ".json") for path in folder.rglob("*")
+
+def _files_below(folder: Path) -> list[Path]:
+    """Every visible file below ``folder``, symbolic links to folders followed (as timm's ``ImageFolder`` does)."""
+    found = []
+    for root, folders, files in os.walk(folder, followlinks=True):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        found.extend(Path(root, name) for name in files if not name.startswith("."))
+    return sorted(found)
+
+
+def _split_of(name: str) -> str | None:
+    match = _SPLIT_FOLDER.fullmatch(name)
+    return _SPLIT_OF_KEYWORD[match.group(1).lower()] if match else None
+
+
+def image_folder_files(folder: Path) -> dict[str, dict[str, list[Path]]] | None:
+    """The images of a local image folder, ``{split: {class: [image, ...]}}``, or ``None`` for a folder that is not
+    one (no image, or data files that ``datasets`` reads: parquet, arrow, csv, json).
+
+    An image folder is one sub-folder per class with its images directly inside, optionally under split folders:
+    a folder whose every sub-folder is named for a split (``train/``, ``Test/``, ``training_set/``, ``val/``, any
+    case) holds the splits, otherwise the folder is one ``train`` split. Only the top level names splits: a class
+    named ``train`` or ``test_tube``, or a file named ``fox_train_1.jpg``, stays what it is. Symbolic links are
+    followed and hidden files skipped, as timm's ``ImageFolder`` does. Refused in one line naming the file or folder:
+    an image outside any class folder, a sub-folder inside a class (``datasets`` would label ``cat/indoor/1.jpg``
+    ``indoor``), a class folder without images, a folder mixing split folders with others, two folders for one
+    split (and, in :func:`read_image_folder`, a single class)."""
+    files = _files_below(folder)
+    if any(path.suffix.lower() in _DATA_FILES for path in files) or not any(
+        path.suffix.lower() in _IMAGE_EXTENSIONS for path in files
     ):
-        return
-    relative = [path.relative_to(folder).parts for path in images]
-    by_split = all(len(parts) > 1 and parts[0].lower() in _SPLIT_FOLDERS for parts in relative)
-    inner = [parts[1:] if by_split else parts for parts in relative]
-    where = "its split folders" if by_split else "the folder"
-    stray = [Path(*parts) for parts, rest in zip(relative, inner, strict=True) if len(rest) == 1]
+        return None
+    top = [entry for entry in _visible(folder) if entry.is_dir()]
+    splits = {entry: _split_of(entry.name) for entry in top}
+    if top and all(splits.values()):
+        _refuse_loose_images(folder, folder, "its split folders")
+        roots: dict[str, Path] = {}
+        for entry, split in splits.items():
+            if split in roots:
+                raise UsageError(
+                    f"--dataset {folder}: the folders {roots[split].name}/ and {entry.name}/ both hold the {split} "
+                    "split; merge them, or rename one"
+                )
+            roots[split] = entry
+    else:
+        named = [entry.name for entry, split in splits.items() if split and any(p.is_dir() for p in _visible(entry))]
+        if named:
+            others = [entry.name for entry, split in splits.items() if not split]
+            raise UsageError(
+                f"--dataset {folder}: the folder mixes split folders ({', '.join(named)}) with class folders "
+                f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}); put every class folder in a split "
+                "folder, or rename the split folders"
+            )
+        roots = {"train": folder}
+    return {split: _class_images(folder, root, by_split=root != folder) for split, root in roots.items()}
+
+
+def _refuse_loose_images(folder: Path, root: Path, where: str) -> None:
+    stray = _images(root)
     if stray:
         more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
         raise UsageError(
-            f"--dataset {folder}: the image {stray[0]}{more} is not in a class folder; an image folder holds one "
-            f"sub-folder per class directly in {where}, each image in its class's: move it into one, or remove it"
+            f"--dataset {folder}: the image {stray[0].relative_to(folder)}{more} is not in a class folder; an image "
+            f"folder holds one sub-folder per class directly in {where}, each image in its class's: move it into "
+            "one, or remove it"
         )
-    nested = [Path(*parts) for parts, rest in zip(relative, inner, strict=True) if len(rest) > 2]
-    if nested:
-        depth = len(nested[0].parts) - 1 - by_split
-        more = f" (and {len(nested) - 1} more)" if len(nested) > 1 else ""
-        raise UsageError(
-            f"--dataset {nested[0].parent}: a sub-folder {depth} levels deep (its image {nested[0]}{more}); an image "
-            f"folder takes images directly in their class folder (1 level deep): move them up into "
-            f"{nested[0].parts[int(by_split)]}/, or make each sub-folder a class folder of its own"
-        )
-    class_folders = [
-        path
-        for top in ([folder / name for name in {parts[0] for parts in relative}] if by_split else [folder])
-        for path in top.iterdir()
-        if path.is_dir() and not path.name.startswith(".")
-    ]
-    empty = sorted(str(path.relative_to(folder)) for path in class_folders if not _image_files(path))
+
+
+def _class_images(folder: Path, root: Path, by_split: bool) -> dict[str, list[Path]]:
+    """``{class: [image, ...]}`` of the class folders in ``root`` (``folder`` or one of its split folders)."""
+    _refuse_loose_images(folder, root, "its split folders" if by_split else "the folder")
+    classes, empty = {}, []
+    for class_folder in (entry for entry in _visible(root) if entry.is_dir()):
+        nested = [
+            path
+            for sub in _visible(class_folder)
+            if sub.is_dir()
+            for path in _files_below(sub)
+            if path.suffix.lower() in _IMAGE_EXTENSIONS
+        ]
+        if nested:
+            depth = len(nested[0].relative_to(folder).parts) - 1 - by_split
+            more = f" (and {len(nested) - 1} more)" if len(nested) > 1 else ""
+            raise UsageError(
+                f"--dataset {nested[0].parent}: a sub-folder {depth} levels deep (its image "
+                f"{nested[0].relative_to(folder)}{more}); an image folder takes images directly in their class folder "
+                f"(1 level deep): move them up into {class_folder.name}/, or make each sub-folder a class folder of "
+                "its own"
+            )
+        images = _images(class_folder)
+        if images:
+            classes[class_folder.name] = images
+        else:
+            empty.append(str(class_folder.relative_to(folder)))
     if empty:
         raise UsageError(
             f"--dataset {folder}: the class folder(s) {', '.join(empty)} hold no images; add images or remove them "
             "(a class without images cannot be learnt)"
         )
+    return classes
+
+
+def read_image_folder(folder: Path) -> datasets.DatasetDict | None:
+    """A local image folder (:func:`image_folder_files`) as ``datasets`` splits with ``image`` and ``label`` columns,
+    its classes numbered as timm's ``ImageFolder`` numbers them (:func:`timm_label_order`, over every split's class
+    names); ``None`` for a folder that is not an image folder. Images are read when a row is."""
+    splits = image_folder_files(folder)
+    if splits is None:
+        return None
+    names = timm_label_order({name for classes in splits.values() for name in classes})
+    if len(names) < 2:
+        raise UsageError(
+            f"--dataset {folder}: one class folder ({names[0]}); an image folder needs one sub-folder per class, "
+            "at least 2"
+        )
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(names=names)})
+    loaded = {}
+    for split, classes in splits.items():
+        rows = sorted((str(path), names.index(name)) for name, paths in classes.items() for path in paths)
+        images, labels = zip(*rows, strict=True)
+        loaded[split] = datasets.Dataset.from_dict({"image": list(images), "label": list(labels)}, features=features)
+    return datasets.DatasetDict(loaded)
 
 
 def timm_label_order(names: Sequence[str]) -> list[str]:
@@ -146,41 +234,18 @@ def timm_label_order(names: Sequence[str]) -> list[str]:
     return sorted(names, key=natural_key)
 
 
-def _in_timm_label_order(split: datasets.Dataset, label_column: str = "label") -> datasets.Dataset:
-    """An image folder's split with its class ids renumbered from ``datasets``' order (sorted names) to timm's."""
-    names = split.features[label_column].names
-    ordered = timm_label_order(names)
-    if ordered == names:
-        return split
-    new_id = [ordered.index(name) for name in names]
-    features = split.features.copy()
-    features[label_column] = datasets.ClassLabel(names=ordered)
-    return split.map(
-        lambda labels: {label_column: [new_id[label] for label in labels]},
-        input_columns=label_column,
-        batched=True,
-        features=features,
-    )
-
-
-def _is_image_folder(split: datasets.Dataset) -> bool:
-    return split.info.builder_name == "imagefolder" and isinstance(split.features.get("label"), datasets.ClassLabel)
-
-
 def load_raw_dataset(dataset: str, config: str | None = None) -> datasets.DatasetDict:
     """Load ``dataset`` (Hub id, local data folder or ``save_to_disk`` folder) as a ``DatasetDict``.
 
-    A local image folder is checked first (:func:`check_image_folder`) and its classes are numbered in timm's
-    order (:func:`timm_label_order`)."""
+    A local image folder is read as timm's ``ImageFolder`` reads it (:func:`read_image_folder`)."""
     path = Path(dataset).expanduser()
     if path.is_dir():
         if _is_save_to_disk_folder(path):
             loaded = datasets.load_from_disk(str(path))
         else:
-            check_image_folder(path)
-            loaded = datasets.load_dataset(str(path), name=config)
-            if isinstance(loaded, datasets.DatasetDict) and all(map(_is_image_folder, loaded.values())):
-                loaded = datasets.DatasetDict({name: _in_timm_label_order(split) for name, split in loaded.items()})
+            loaded = read_image_folder(path)
+            if loaded is None:
+                loaded = datasets.load_dataset(str(path), name=config)
     elif path.exists() or dataset.startswith((".", "/", "~")):
         raise ValueError(f"dataset {dataset!r} is not a folder; pass a Hub id or a folder that datasets can load")
     else:
@@ -346,8 +411,12 @@ def _split_named(raw: datasets.DatasetDict, name: str | None, what: str) -> data
     return raw[name]
 
 
-def _first_rows(split: datasets.Dataset, limit: int | None) -> datasets.Dataset:
-    return split if limit is None or limit >= len(split) else split.select(range(limit))
+def _scored_rows(split: datasets.Dataset, limit: int | None) -> datasets.Dataset:
+    """``limit`` rows of a scored split drawn at random, kept in the split's order, the same rows in every run:
+    an image folder's rows are sorted by class, and its first rows would score its first classes only."""
+    if limit is None or limit >= len(split):
+        return split
+    return split.select(np.sort(np.random.default_rng(0).permutation(len(split))[:limit]))
 
 
 def _validation_split(
@@ -394,8 +463,8 @@ def load_image_classification(
     one, ``val_split`` (a fraction) of the training rows is held out, stratified by class, and with
     ``val_split=0`` the evaluation split is used.  ``eval_split`` defaults to ``test``, else the
     validation split.  ``train_split=None`` loads only what evaluation needs.  ``max_train_samples``
-    keeps a seeded random subset of the training rows, ``max_eval_samples`` the first rows of the
-    validation and evaluation splits.
+    keeps a seeded random subset of the training rows, ``max_eval_samples`` a random subset of the
+    validation and evaluation splits, the same rows whatever the seed.
     """
     if not 0.0 <= val_split < 1.0:
         raise ValueError(f"val_split must be a fraction in [0, 1), got {val_split}")
@@ -434,8 +503,8 @@ def load_image_classification(
         train = train.shuffle(seed=seed).select(range(max_train_samples))
     return ImageClassificationData(
         train=train,
-        validation=_first_rows(validation, max_eval_samples),
-        evaluation=_first_rows(evaluation, max_eval_samples),
+        validation=_scored_rows(validation, max_eval_samples),
+        evaluation=_scored_rows(evaluation, max_eval_samples),
         evaluation_split=eval_split,
         validation_split=validation_name,
         image_column=image,
@@ -473,20 +542,16 @@ def known_label_names(data: DataSettings) -> list[str] | None:
     if not path.exists() and not data.dataset.startswith((".", "/", "~")):
         ensure_hub_reachable(data.dataset)  # an unreachable Hub fails at once, as loading it would
     try:
-        if path.is_dir() and any((path / name).is_file() for name in ("dataset_dict.json", "state.json")):
+        image_folder = image_folder_files(path) if path.is_dir() and not _is_save_to_disk_folder(path) else None
+        if image_folder is not None:
+            return timm_label_order({name for classes in image_folder.values() for name in classes})
+        if path.is_dir() and _is_save_to_disk_folder(path):
             loaded = datasets.load_from_disk(str(path))  # memory-mapped: nothing decoded
             split = loaded[data.train_split] if isinstance(loaded, datasets.DatasetDict) else loaded
             features = split.features
         else:
             source = str(path) if path.is_dir() else data.dataset
-            builder = datasets.load_dataset_builder(source, name=data.dataset_config)
-            features = builder.info.features
-            if (
-                path.is_dir()
-                and builder.name == "imagefolder"
-                and isinstance(features.get("label"), datasets.ClassLabel)
-            ):
-                return timm_label_order(features["label"].names)
+            features = datasets.load_dataset_builder(source, name=data.dataset_config).info.features
         _, label = find_columns(features, data.image_column, data.label_column)
     except Exception:  # noqa: BLE001  no usable metadata: the labels come from the loaded dataset instead
         return None
