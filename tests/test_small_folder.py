@@ -200,6 +200,25 @@ def test_compare_killed_mid_run_resumes_and_keeps_the_finished_runs(trained, tmp
     assert (killed / "compare.md").read_text() == (clean / "compare.md").read_text().replace(str(clean), str(killed))
 
 
+def test_compare_refuses_to_reuse_runs_trained_on_other_files_of_the_folder(tmp_path, capsys):
+    """Catches a rerun of the same compare reusing its finished runs after images were added to the folder: the
+    table would score the old images while the user reads it as the new ones'."""
+    from PIL import Image
+
+    images = image_folder(tmp_path / "photos", CLASSES, per_class=6)
+    argv = ["compare", "--dataset", str(images), "--arms", "default", "--epochs", "1"]
+    argv += [*TINY, "--output-dir", str(tmp_path / "cmp")]
+    assert main(argv) == 0
+    capsys.readouterr()
+    added = images / CLASSES[0] / "new.png"
+    Image.new("RGB", (16, 16), (200, 10, 10)).save(added)
+    assert main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "default-seed0 was trained on other files of --dataset" in errors[0], errors
+    added.unlink()  # the folder as the runs saw it: they are reused
+    assert main(argv) == 0 and "1 of 1 runs already finished" in capsys.readouterr().err
+
+
 def test_fit_batch_keeps_the_recipe_when_the_data_fills_it():
     recipe = _recipe()
     assert fit_batch(recipe, 512, 1, print) is recipe

@@ -36,6 +36,7 @@ from ..train import (
     KeyValueAction,
     UsageError,
     acquire_run_lock,
+    dataset_files_digest,
     dataset_source,
     find_columns,
     load_raw_dataset,
@@ -306,12 +307,20 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
     runs = [(arm, seed, out_dir / f"{arm.name}-seed{seed}") for seed in args.seeds for arm in arms]
     planned = {run_dir: run_settings(profile, arm, seed, spec, run_dir) for arm, seed, run_dir in runs}
     finished = [run_dir for _, _, run_dir in runs if (run_dir / RUN_RESULTS).is_file()]
-    for run_dir in finished:  # a finished run is reused only if it is the run this command trains
+    digest = dataset_files_digest(args.dataset) if finished else None
+    for run_dir in finished:  # a finished run is reused only if it is the run this command trains, on these files
         changed = changed_flags(run_dir, planned[run_dir])
         if changed:
             raise UsageError(
                 f"--output-dir {out_dir}: its finished run {run_dir.name} was trained with {changed}; rerun with its "
                 "settings to resume the comparison, or pass another --output-dir"
+            )
+        recorded = json.loads((run_dir / RUN_RESULTS).read_text()).get("dataset_digest")
+        if recorded is not None and recorded != digest:
+            raise UsageError(
+                f"--output-dir {out_dir}: its finished run {run_dir.name} was trained on other files of --dataset "
+                f"{args.dataset} (files added, removed or replaced since); pass another --output-dir to compare on "
+                "the folder as it is now"
             )
     lock = acquire_run_lock(out_dir)  # one comparison at a time in a folder; a dead holder's lock is taken over
     print(

@@ -30,7 +30,7 @@ from .settings import (
 
 if TYPE_CHECKING:
     from .checkpoints import find_checkpoint, read_trainer_state
-    from .data import VALIDATION_SPLITS, find_columns, load_raw_dataset, stratified_split
+    from .data import VALIDATION_SPLITS, dataset_files_digest, find_columns, load_raw_dataset, stratified_split
     from .evaluation import load_images
     from .loop import run
     from .models import load_model
@@ -51,6 +51,7 @@ __all__ = [
     "TrainingSettings",
     "UsageError",
     "acquire_run_lock",
+    "dataset_files_digest",
     "dataset_source",
     "find_checkpoint",
     "find_columns",
@@ -68,6 +69,7 @@ __all__ = [
 _LAZY = {
     "run": "loop",
     "VALIDATION_SPLITS": "data",
+    "dataset_files_digest": "data",
     "find_columns": "data",
     "load_raw_dataset": "data",
     "stratified_split": "data",

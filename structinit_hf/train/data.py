@@ -9,6 +9,7 @@ batches (transforms, sampler, loaders): :mod:`.dataloaders`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import socket
@@ -35,6 +36,7 @@ __all__ = [
     "SAMPLE_DATASETS",
     "VALIDATION_SPLITS",
     "dataset_source",
+    "dataset_files_digest",
     "ensure_hub_reachable",
     "find_columns",
     "known_label_names",
@@ -226,6 +228,19 @@ def read_image_folder(folder: Path) -> datasets.DatasetDict | None:
         images, labels = zip(*rows, strict=True)
         loaded[split] = datasets.Dataset.from_dict({"image": list(images), "label": list(labels)}, features=features)
     return datasets.DatasetDict(loaded)
+
+
+def dataset_files_digest(dataset: str) -> str | None:
+    """A digest of a local dataset folder's files (each one's path and size), ``None`` for a Hub id: a folder whose
+    files were added, removed or replaced since a run finished gets another digest (``compare`` then refuses to reuse
+    the run)."""
+    path = Path(dataset_source(dataset)).expanduser()
+    if not path.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for file in _files_below(path):
+        digest.update(f"{file.relative_to(path).as_posix()}\0{file.stat().st_size}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def timm_label_order(names: Sequence[str]) -> list[str]:
