@@ -208,9 +208,12 @@ def _linked(root: Path, links: dict[str, str]) -> Path:
         ({"train/cat/1.png": 1, "train/dog/2.png": 2}, {"test/cat": "elsewhere/cats", "test/dog": "elsewhere/dogs"},
          {"train": [("train/cat/1.png", "cat"), ("train/dog/2.png", "dog")],
           "test": [("test/cat/2.png", "cat"), ("test/dog/2.png", "dog")]}),
+        ({"train/cat/1.png": 1, "train/dog/2.png": 2, "test/": 0, "logs/": 0, "__MACOSX/train/cat/._1.png": 3}, {},
+         {"train": [("train/cat/1.png", "cat"), ("train/dog/2.png", "dog")]}),
     ],
     ids=["capitalised-splits", "kaggle-split-names", "capitalised-validation", "a-class-named-train",
-         "classes-named-like-splits", "files-named-like-splits", "hidden-files", "linked-class", "linked-split"],
+         "classes-named-like-splits", "files-named-like-splits", "hidden-files", "linked-class", "linked-split",
+         "folders-without-images-beside-splits"],
 )  # fmt: skip
 def test_an_image_folder_reads_every_image_into_its_own_split_and_class(tmp_path, files, links, expected):
     """Catches datasets' split guessing, which the loader used to trust: Train/ and Test/ read as one split (test
@@ -229,8 +232,11 @@ def test_an_image_folder_reads_every_image_into_its_own_split_and_class(tmp_path
         ({"train/cat/1.png": 1, "test/cat/2.png": 2, "dog/3.png": 3}, ["mixes split folders (test, train)", "(dog)"]),
         ({"train/cat/1.png": 1, "test/cat/2.png": 2, "loose.png": 3}, ["the image loose.png", "its split folders"]),
         ({"cat/1.png": 1, "dog/.only_hidden.png": 2}, ["class folder(s) dog hold no images"]),
+        ({"airport/1.png": 1, "train_station/2.png": 2, "train_station/old/3.png": 3},
+         ["2 levels deep", "train_station/old/3.png"]),
     ],
-    ids=["two-folders-one-split", "splits-beside-classes", "image-beside-splits", "only-hidden-images"],
+    ids=["two-folders-one-split", "splits-beside-classes", "image-beside-splits", "only-hidden-images",
+         "nested-in-a-class-named-like-a-split"],
 )
 def test_a_folder_whose_splits_are_unclear_is_refused_in_one_line(tmp_path, files, named, capsys):
     root = _folder(tmp_path / "photos", files)
@@ -239,6 +245,16 @@ def test_a_folder_whose_splits_are_unclear_is_refused_in_one_line(tmp_path, file
     assert status == 2 and len(errors) == 1, errors
     assert all(words in errors[0] for words in named), errors[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_a_symbolic_link_back_up_the_folder_ends_the_walk(tmp_path, capsys):
+    """Catches the walk that follows links going round a loop (two links back to the root: exponential)."""
+    root = _folder(tmp_path / "photos", {"cat/1.png": 1, "dog/2.png": 2})
+    for name in ("cat", "dog"):
+        (root / name / "up").symlink_to(root, target_is_directory=True)
+    status = main(["train", *TINY, "--dataset", str(root), "--output-dir", str(tmp_path / "run")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert status == 2 and len(errors) == 1 and "levels deep" in errors[0], errors
 
 
 def test_max_eval_samples_scores_every_class_of_a_folder_sorted_by_class(tmp_path):

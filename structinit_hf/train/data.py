@@ -97,9 +97,15 @@ _IMAGE_EXTENSIONS = frozenset(extension.lower() for extension in ImageFolder.EXT
 _DATA_FILES = (".parquet", ".arrow", ".csv", ".jsonl", ".json")
 
 
+def _skipped(name: str) -> bool:
+    """Hidden files and folders (``.DS_Store``, macOS's ``._photo.jpg``) and ``__``-prefixed folders (a zip's
+    ``__MACOSX/``), which ``datasets`` skips too."""
+    return name.startswith((".", "__"))
+
+
 def _visible(path: Path) -> list[Path]:
-    """The entries of a folder, less hidden ones (``.DS_Store``, ``._photo.jpg``)."""
-    return sorted(entry for entry in path.iterdir() if not entry.name.startswith("."))
+    """The entries of a folder that are not :func:`_skipped`."""
+    return sorted(entry for entry in path.iterdir() if not _skipped(entry.name))
 
 
 def _images(path: Path) -> list[Path]:
@@ -108,11 +114,14 @@ def _images(path: Path) -> list[Path]:
 
 
 def _files_below(folder: Path) -> list[Path]:
-    """Every visible file below ``folder``, symbolic links to folders followed (as timm's ``ImageFolder`` does)."""
+    """Every file below ``folder`` that is not :func:`_skipped`, symbolic links to folders followed (as timm's
+    ``ImageFolder`` does) except one that leads back to a folder it is in (a loop)."""
     found = []
     for root, folders, files in os.walk(folder, followlinks=True):
-        folders[:] = [name for name in folders if not name.startswith(".")]
-        found.extend(Path(root, name) for name in files if not name.startswith("."))
+        here = Path(root)
+        above = {os.path.realpath(path) for path in (here, *here.parents) if path == folder or folder in path.parents}
+        folders[:] = [name for name in folders if not _skipped(name) and os.path.realpath(here / name) not in above]
+        found.extend(here / name for name in files if not _skipped(name))
     return sorted(found)
 
 
@@ -126,8 +135,9 @@ def image_folder_files(folder: Path) -> dict[str, dict[str, list[Path]]] | None:
     one (no image, or data files that ``datasets`` reads: parquet, arrow, csv, json).
 
     An image folder is one sub-folder per class with its images directly inside, optionally under split folders:
-    a folder whose every sub-folder is named for a split (``train/``, ``Test/``, ``training_set/``, ``val/``, any
-    case) holds the splits, otherwise the folder is one ``train`` split. Only the top level names splits: a class
+    a folder whose every sub-folder with images is named for a split (``train/``, ``Test/``, ``training_set/``,
+    ``val/``, any case) holds the splits (a split folder without images is no split), otherwise the folder is one
+    ``train`` split. Only the top level names splits: a class
     named ``train`` or ``test_tube``, or a file named ``fox_train_1.jpg``, stays what it is. Symbolic links are
     followed and hidden files skipped, as timm's ``ImageFolder`` does. Refused in one line naming the file or folder:
     an image outside any class folder, a sub-folder inside a class (``datasets`` would label ``cat/indoor/1.jpg``
@@ -138,7 +148,8 @@ def image_folder_files(folder: Path) -> dict[str, dict[str, list[Path]]] | None:
         path.suffix.lower() in _IMAGE_EXTENSIONS for path in files
     ):
         return None
-    top = [entry for entry in _visible(folder) if entry.is_dir()]
+    holding = {path.relative_to(folder).parts[0] for path in files if path.suffix.lower() in _IMAGE_EXTENSIONS}
+    top = [entry for entry in _visible(folder) if entry.name in holding and entry.is_dir()]  # folders with images
     splits = {entry: _split_of(entry.name) for entry in top}
     if top and all(splits.values()):
         _refuse_loose_images(folder, folder, "its split folders")
@@ -151,9 +162,9 @@ def image_folder_files(folder: Path) -> dict[str, dict[str, list[Path]]] | None:
                 )
             roots[split] = entry
     else:
-        named = [entry.name for entry, split in splits.items() if split and any(p.is_dir() for p in _visible(entry))]
+        named = [entry.name for entry, split in splits.items() if split and not _images(entry)]  # images below only
         if named:
-            others = [entry.name for entry, split in splits.items() if not split]
+            others = [entry.name for entry, split in splits.items() if entry.name not in named]
             raise UsageError(
                 f"--dataset {folder}: the folder mixes split folders ({', '.join(named)}) with class folders "
                 f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''}); put every class folder in a split "
@@ -212,6 +223,7 @@ def read_image_folder(folder: Path) -> datasets.DatasetDict | None:
     """A local image folder (:func:`image_folder_files`) as ``datasets`` splits with ``image`` and ``label`` columns,
     its classes numbered as timm's ``ImageFolder`` numbers them (:func:`timm_label_order`, over every split's class
     names); ``None`` for a folder that is not an image folder. Images are read when a row is."""
+    folder = folder.expanduser().absolute()  # rows that do not depend on the working folder
     splits = image_folder_files(folder)
     if splits is None:
         return None
@@ -222,9 +234,9 @@ def read_image_folder(folder: Path) -> datasets.DatasetDict | None:
             "at least 2"
         )
     features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(names=names)})
-    loaded = {}
+    label, loaded = {name: index for index, name in enumerate(names)}, {}
     for split, classes in splits.items():
-        rows = sorted((str(path), names.index(name)) for name, paths in classes.items() for path in paths)
+        rows = sorted((str(path), label[name]) for name, paths in classes.items() for path in paths)
         images, labels = zip(*rows, strict=True)
         loaded[split] = datasets.Dataset.from_dict({"image": list(images), "label": list(labels)}, features=features)
     return datasets.DatasetDict(loaded)
