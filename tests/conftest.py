@@ -41,6 +41,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Freeze again before the process exits: Python's last collection at exit walks every object the tests left
+    (about a second of each worker's exit, which the run waits for)."""
+    gc.freeze()
+
+
 @pytest.fixture(scope="session")
 def cifar10_sample() -> Path:
     """The CIFAR-10 sample shipped in the package (real images in the Hub's img/label schema)."""
