@@ -16,6 +16,7 @@ import torch
 from PIL import Image
 
 from structinit_hf.train.data import (
+    dataset_files_digest,
     ensure_hub_reachable,
     find_columns,
     load_image_classification,
@@ -113,6 +114,24 @@ def test_val_split_zero_validates_on_the_evaluation_split(cifar10_sample) -> Non
     labels = data.train["label"]
     again = load_image_classification(str(cifar10_sample), val_split=0.0, max_train_samples=30, max_eval_samples=10)
     assert again.train["label"] == labels  # the training subset is seeded
+
+
+def test_loading_writes_nothing_into_the_folder_and_its_digest_holds_across_seeds(tmp_path) -> None:
+    """Catches the training subset's shuffle writing an index cache (cache-<fingerprint>.arrow, one per seed) into a
+    save_to_disk folder, which changed the folder's digest between seeds, so a rerun of the same compare was
+    refused; and a link that leads nowhere, which made the digest raise after the run had trained."""
+    folder = tmp_path / "ds"
+    datasets.DatasetDict({"train": _split(12), "test": _split(6)}).save_to_disk(folder)
+    before = sorted(path.relative_to(folder) for path in folder.rglob("*"))
+    digest = dataset_files_digest(str(folder))
+    subsets = [load_image_classification(str(folder), max_train_samples=5, seed=seed).train["label"] for seed in (0, 1)]
+    assert sorted(path.relative_to(folder) for path in folder.rglob("*")) == before
+    assert dataset_files_digest(str(folder)) == digest and subsets[0] != subsets[1]
+    (folder / "train" / "gone.png").symlink_to(tmp_path / "nowhere.png")
+    assert dataset_files_digest(str(folder)) == digest
+    (folder / "train" / "notes.txt").write_text("a file the folder did not have")
+    assert dataset_files_digest(str(folder)) != digest
+    assert dataset_files_digest("uoft-cs/cifar10") is None
 
 
 def test_save_to_disk_folder_with_validation_split(tmp_path) -> None:

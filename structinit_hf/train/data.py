@@ -95,6 +95,7 @@ _SPLIT_OF_KEYWORD = {keyword: str(split) for split, keywords in SPLIT_KEYWORDS.i
 _SPLIT_FOLDER = re.compile(rf"({'|'.join(sorted(_SPLIT_OF_KEYWORD, key=len, reverse=True))})([-._ 0-9].*)?", re.I)
 _IMAGE_EXTENSIONS = frozenset(extension.lower() for extension in ImageFolder.EXTENSIONS)
 _DATA_FILES = (".parquet", ".arrow", ".csv", ".jsonl", ".json")
+_DATASETS_CACHE_FILES = ("cache-", "tmp")  # what datasets' map, filter and shuffle may write into a folder
 
 
 def _skipped(name: str) -> bool:
@@ -243,15 +244,22 @@ def read_image_folder(folder: Path) -> datasets.DatasetDict | None:
 
 
 def dataset_files_digest(dataset: str) -> str | None:
-    """A digest of a local dataset folder's files (each one's path and size), ``None`` for a Hub id: a folder whose
-    files were added, removed or replaced since a run finished gets another digest (``compare`` then refuses to reuse
-    the run)."""
+    """A digest of a local dataset folder's files (each one's path and size, less the cache files ``datasets`` writes
+    beside a ``save_to_disk`` folder's data and links that lead nowhere), ``None`` for a Hub id: a folder whose files
+    were added, removed or changed in size since a run read it gets another digest (``compare`` then refuses to
+    reuse the run)."""
     path = Path(dataset_source(dataset)).expanduser()
     if not path.is_dir():
         return None
     digest = hashlib.sha256()
     for file in _files_below(path):
-        digest.update(f"{file.relative_to(path).as_posix()}\0{file.stat().st_size}\n".encode())
+        if file.name.startswith(_DATASETS_CACHE_FILES):
+            continue
+        try:
+            size = file.stat().st_size
+        except OSError:  # a broken link: no image either
+            continue
+        digest.update(f"{file.relative_to(path).as_posix()}\0{size}\n".encode())
     return digest.hexdigest()[:16]
 
 
@@ -397,6 +405,7 @@ class ImageClassificationData:
     label_names: list[str]
     source_sizes: tuple[tuple[int, int], tuple[int, int]] | None = None  # (width, height) smallest and largest read
     held_out_fraction: float | None = None  # of the training split's rows, when the validation split was carved
+    files_digest: str | None = None  # of the local folder read (:func:`dataset_files_digest`), on the main process
 
     @property
     def num_classes(self) -> int:
@@ -527,7 +536,7 @@ def load_image_classification(
         validation, validation_name = evaluation, eval_split
 
     if train is not None and max_train_samples is not None and max_train_samples < len(train):
-        train = train.shuffle(seed=seed).select(range(max_train_samples))
+        train = train.shuffle(seed=seed, keep_in_memory=True).select(range(max_train_samples))  # no cache file
     return ImageClassificationData(
         train=train,
         validation=_scored_rows(validation, max_eval_samples),

@@ -26,7 +26,6 @@ from tqdm.auto import tqdm
 from ..atomic import write_json
 from .args import settings_from_args
 from .checkpoints import complete_checkpoints, save_training_state
-from .data import dataset_files_digest
 from .evaluation import evaluate, peak_gpu_memory_mb, results_record
 from .export import save_final_model
 from .prepare import Run, setup_run
@@ -191,7 +190,7 @@ def finish_run(run: Run) -> dict[str, Any]:
     record["source_sizes"] = [list(size) for size in data.source_sizes] if data.source_sizes else None
     record["images_per_class"] = data.images_per_class()
     record["held_out_fraction"] = data.held_out_fraction
-    record["dataset_digest"] = dataset_files_digest(run.settings.data.dataset)  # compare reuses the run on these files
+    record["dataset_digest"] = data.files_digest  # compare reuses the run only on these files
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         trained = run.ema.module if run.ema is not None else accelerator.unwrap_model(run.model)

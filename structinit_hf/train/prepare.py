@@ -29,7 +29,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from .checkpoints import RunState
-from .data import ImageClassificationData, known_label_names, load_image_classification
+from .data import ImageClassificationData, dataset_files_digest, known_label_names, load_image_classification
 from .dataloaders import eval_dataloader, fit_batch, train_dataloader
 from .errors import UsageError
 from .memory_plan import DECODE_OVERHEAD, MemoryPlan, plan_memory
@@ -264,6 +264,8 @@ def _model_and_data(settings: TrainingSettings, processes: PartialState) -> tupl
             max_eval_samples=source.max_eval_samples,
             seed=seed,
         )
+    if processes.is_main_process:  # the files it read, which compare checks before reusing the run
+        data.files_digest = dataset_files_digest(source.dataset)
     if loaded is None:
         set_seed(seed)
         loaded = build_model(settings.model, data.label_names)
