@@ -417,6 +417,11 @@ def test_the_width_table_quotes_the_committed_report():
     assert [figure for figure in figures if figure not in report] == []
 
 
+def test_the_readme_reads_in_two_minutes():
+    """The README stays at 150 lines or fewer (issue 46): the lab notes belong in docs/."""
+    assert len((REPO / "README.md").read_text().splitlines()) <= 150
+
+
 def test_the_readme_which_init_table_quotes_the_committed_reports():
     """Every figure of the README's "which init, when" table is one a committed report printed: the 3-seed paired
     figures (with their spread) from the campaign report, the one-seed gains from the report or the GPU record."""
