@@ -128,7 +128,9 @@ class InitAgainAfterTransformersRedraws:
     and only then, the model's :meth:`init_weights` (timm's, then the named one) runs again, so ``from_config`` gives
     what ``timm.create_model`` gives. transformers' marks tell the two apart: it flags each layer it re-drew
     ``_is_hf_initialized``, and each tensor it loaded; timm flags nothing. A re-draw is answered once, so a later call
-    (timm's, after training or a load) leaves the weights as they are."""
+    (timm's, after training or a load) leaves the weights as they are. The init runs again rather than its first
+    tensors being written back: timm's init re-draws the patch embedding from the global generator, and the ViT's
+    content-suppressing solve (``suppress_content=True``) reads it."""
 
     def init_non_persistent_buffers(self) -> None:
         layers = [module for module in self.modules() if isinstance(module, nn.Linear)]
