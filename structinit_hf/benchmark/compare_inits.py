@@ -319,8 +319,8 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         if recorded is not None and recorded != digest:
             raise UsageError(
                 f"--output-dir {out_dir}: its finished run {run_dir.name} was trained on other files of --dataset "
-                f"{args.dataset} (files added, removed or changed in size since); pass another --output-dir to compare on "
-                "the folder as it is now"
+                f"{args.dataset} (files added, removed or changed in size since); pass another --output-dir to "
+                "compare on the folder as it is now"
             )
     lock = acquire_run_lock(out_dir)  # one comparison at a time in a folder; a dead holder's lock is taken over
     print(
