@@ -7,7 +7,9 @@
 #      fp32 against a bare loop on the same model and batch (the paper's architecture, batch 512), and the input
 #      pipeline alone;
 #   3. the paper's architecture and recipe on all of CIFAR-10 (profile cifar10-paper-recipe): timm's default, mimetic
-#      and `shift`, seed 0, three runs sharing the GPU, for as many whole epochs as the time left allows.
+#      and `shift`, seeds SEEDS (default 0), JOBS runs sharing the GPU (default 3), for EPOCHS epochs (default: as
+#      many whole epochs as the time left allows; a later seed takes the first loan's EPOCHS, so that seeds compare).
+# PIPELINES=tensor (the default: none) also times the input pipeline alone in step 2.
 # Run from the checkout root with the data and the wheels the machine lacks carried along:
 #
 #   mkdir -p data && cp -r ../shared/data/cifar10 ../shared/device-wheels data/   # data/ is ignored
@@ -72,7 +74,7 @@ fi
 [ "$sharing" = none ] && { log "loader workers cannot pass tensors here: nothing measured"; exit 1; }
 
 # 2. Throughput, side by side in one process (arms interleaved round by round).
-throughput=(--data "$DATA" --out "$keep/training" --modes bf16_compiled fp32 --rounds 2 --steps 20 --pipelines tensor)
+throughput=(--data "$DATA" --out "$keep/training" --modes bf16_compiled fp32 --rounds 2 --steps 20 --pipelines ${PIPELINES:-})
 [ "$SMOKE" = 1 ] && throughput=(--data "$DATA" --out "$keep/training" --model-kwargs depth=1 --batch-size 8 --steps 2
     --rounds 1 --modes fp32 --threads 1 --workers 1 --pipelines tensor)
 log "throughput: python study/benchmark_training.py ${throughput[*]}"
@@ -81,20 +83,21 @@ timeout $(($(left) - 150)) python3 study/benchmark_training.py "${throughput[@]}
 grep -E "^round|ratio" "$keep/throughput.log" | tee -a "$keep/loan.log"
 
 # 3. The paper's recipe: as many whole epochs as fit, from the measured rates (the slower of the GPU's bare compiled
-# loop and the input pipeline with every core, shared by three runs; 70% of it, 120 s for start, compile and scoring).
-epochs=$(python3 - "$keep/training/results.json" "$(left)" <<'EOF'
+# loop and the input pipeline with every core, shared by every run; 70% of it, 120 s for start, compile and scoring).
+seeds=(${SEEDS:-0})
+epochs=${EPOCHS:-$(python3 - "$keep/training/results.json" "$(left)" "${#seeds[@]}" <<'EOF'
 import json, sys
 try:
     result = next(iter(json.load(open(sys.argv[1]))["devices"].values()))
     bare = max(v for k, v in result["median_images_per_sec"].items() if k.startswith("bare/"))
-    rate = min(bare, *result["input_pipeline_images_per_sec"].values())
+    rate = min([bare, *result["input_pipeline_images_per_sec"].values()])
 except (OSError, KeyError, StopIteration, ValueError):
     rate = 3000
-print(max(1, min(60, int((int(sys.argv[2]) - 120) * rate * 0.7 / 3 / 49000))))
+print(max(1, min(60, int((int(sys.argv[2]) - 120) * rate * 0.7 / (3 * int(sys.argv[3])) / 49000))))
 EOF
-)
-paper=(--profile cifar10-paper-recipe --data-path "$DATA" --epochs "$epochs" --arms default mimetic impulse3 --seeds 0
-    --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe")
+)}
+paper=(--profile cifar10-paper-recipe --data-path "$DATA" --epochs "$epochs" --arms default mimetic impulse3
+    --seeds "${seeds[@]}" --jobs "${JOBS:-3}" --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe")
 [ "$SMOKE" = 1 ] && paper=(--profile cpu-proxy-n2500 --data-root "$(dirname "$DATA")" --arms default --seeds 0 --jobs 1
     --epochs 1 --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe")
 log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"

@@ -208,6 +208,20 @@ def test_epoch_shuffle_is_a_function_of_seed_and_epoch() -> None:
         EpochShuffleSampler(50, seed=1, batch_multiple=64)
 
 
+def test_one_pass_over_several_epochs_is_those_epochs_back_to_back() -> None:
+    """Catches a pass over the epochs left (what training iterates, so that loader workers run ahead into the next
+    epoch) that differs from epoch-by-epoch passes: a resumed run, whose pass starts later, would see other data."""
+    single = EpochShuffleSampler(50, seed=1, batch_multiple=16)
+    by_epoch = []
+    for epoch in range(4):
+        single.set_epoch(epoch)
+        by_epoch.append(list(single))
+    spanning = EpochShuffleSampler(50, seed=1, batch_multiple=16, epochs=4)
+    assert len(spanning) == 4 * 48 and list(spanning) == [item for epoch in by_epoch for item in epoch]
+    spanning.set_epoch(2)  # a run resumed at its third epoch
+    assert len(spanning) == 2 * 48 and list(spanning) == by_epoch[2] + by_epoch[3]
+
+
 def test_a_sample_seed_fixes_its_augmentation_and_leaves_the_global_generators_alone() -> None:
     """Catches augmentation that reads the worker's or trainer's random state (then the number of workers, or a
     resume, changes the run) and a per-sample seed that clobbers the training loop's generators."""

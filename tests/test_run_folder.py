@@ -26,6 +26,7 @@ from tiny_runs import (
     weights,
 )
 
+from structinit_hf.train.dataloaders import EpochShuffleSampler
 from structinit_hf.train.errors import UsageError
 from structinit_hf.train.run_folder import LOCK_FILE, acquire_run_lock
 
@@ -69,6 +70,34 @@ def test_a_kill_at_any_instant_then_the_same_command_continues_to_the_same_weigh
     assert per_epoch[0] == per_epoch[1] and [line["epoch"] for line in per_epoch[1]] == [1, 2, 3]
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0003"]
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")] and not (out / LOCK_FILE).exists()
+
+
+def test_a_run_with_loader_workers_and_mixup_resumes_to_the_same_weights(tmp_path, monkeypatch) -> None:
+    """Catches a training loader that starts a pass per epoch (its workers then sit idle at every epoch's start while
+    the accelerator waits for the first batch: a third of a short epoch on a GPU) and a pass that, started once,
+    draws from the global random state: mixup and drop-path of a resumed run would then differ from the
+    uninterrupted run's."""
+    passes = []
+    one_pass = EpochShuffleSampler.__iter__
+    monkeypatch.setattr(EpochShuffleSampler, "__iter__", lambda self: passes.append(self.epoch) or one_pass(self))
+    dataset = synthetic_dataset(tmp_path / "data")
+
+    def command(output_dir: Path) -> list[str]:
+        argv = synthetic_args(dataset, output_dir, "--workers", "2", "--mixup", "0.8", "--resume", "latest")
+        argv[argv.index("depth=1")] = "depth=2"  # drop-path 0 and 0.1 (timm's rates rise from 0 over the blocks)
+        return [*argv[:7], "drop_path_rate=0.1", *argv[7:]]  # the tiny model's kwargs and drop-path
+
+    reference = tmp_path / "reference"
+    run(command(reference))
+    assert passes == [0]  # one pass over the three epochs
+
+    out = tmp_path / "killed"
+    run_killed_at("checkpoint-delete", command(out))  # epoch 2 saved: the rerun resumes at epoch 3
+    run(command(out))
+    assert passes == [0, 2]
+    expected, got = weights(reference / "final"), weights(out / "final")
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), name
 
 
 def test_resume_refuses_changed_settings_and_accepts_harmless_ones(tmp_path) -> None:

@@ -108,38 +108,60 @@ class EpochShuffleSampler(Sampler[tuple[int, int]]):
 
     Yields ``(row, sample_seed)``: the seed under which that sample is augmented.  Every process draws
     the same order (accelerate shards the batches), and a resumed run replays the order and the
-    augmentation of the epoch it resumes at.  Call :meth:`set_epoch` before each epoch (accelerate's
-    ``DataLoaderShard.set_epoch`` forwards to it).
+    augmentation of the epoch it resumes at.  Call :meth:`set_epoch` before iterating (accelerate's
+    ``DataLoaderShard.set_epoch`` forwards to it).  With ``epochs``, one pass yields that epoch and every later one
+    up to ``epochs`` back to back: the loader's workers then prepare an epoch's first batches while the previous one
+    ends and is validated, where a pass per epoch would leave the accelerator waiting for them at each epoch's start.
     """
 
-    def __init__(self, num_rows: int, seed: int, batch_multiple: int = 1) -> None:
+    def __init__(self, num_rows: int, seed: int, batch_multiple: int = 1, epochs: int | None = None) -> None:
         if num_rows < batch_multiple:
             raise ValueError(
                 f"{num_rows} training rows do not fill one global batch of {batch_multiple}; lower --batch-size"
             )
-        self.num_rows, self.seed, self.batch_multiple, self.epoch = num_rows, seed, batch_multiple, 0
+        self.num_rows, self.seed, self.batch_multiple, self.epochs, self.epoch = (
+            num_rows, seed, batch_multiple, epochs, 0
+        )  # fmt: skip
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def __len__(self) -> int:
+    @property
+    def epoch_rows(self) -> int:
+        """Rows an epoch: whole global batches."""
         return self.num_rows // self.batch_multiple * self.batch_multiple
 
+    def _epochs(self) -> range:
+        return range(self.epoch, self.epoch + 1 if self.epochs is None else self.epochs)
+
+    def __len__(self) -> int:
+        return self.epoch_rows * len(self._epochs())
+
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        order = torch.randperm(self.num_rows, generator=generator)[: len(self)]
-        seeds = torch.randint(0, 2**62, (len(self),), generator=generator)
-        yield from zip(order.tolist(), seeds.tolist(), strict=True)
+        for epoch in self._epochs():
+            generator = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+            order = torch.randperm(self.num_rows, generator=generator)[: self.epoch_rows]
+            seeds = torch.randint(0, 2**62, (self.epoch_rows,), generator=generator)
+            yield from zip(order.tolist(), seeds.tolist(), strict=True)
 
 
 def train_dataloader(
-    images: Dataset, micro_batch: int, global_batch: int, seed: int, workers: int, pin_memory: bool = False
+    images: Dataset,
+    micro_batch: int,
+    global_batch: int,
+    seed: int,
+    workers: int,
+    pin_memory: bool = False,
+    epochs: int | None = None,
 ) -> DataLoader:
     """Shuffled, whole-global-batch loader for one process's micro-batches (accelerate shards it).
 
-    With workers, they persist across epochs (the per-sample seeds keep that exact on resume).
+    One pass covers the epochs from the sampler's current one up to ``epochs`` (see :class:`EpochShuffleSampler`),
+    or that one epoch.  With workers, they persist across passes (the per-sample seeds keep that exact on resume).
+    The loader draws its workers' base seed from its own generator, so starting a pass leaves the global random
+    state (mixup, drop-path) alone.
     """
-    sampler = EpochShuffleSampler(len(images), seed, global_batch)
+    sampler = EpochShuffleSampler(len(images), seed, global_batch, epochs)
     return DataLoader(
         images,
         batch_size=micro_batch,
@@ -148,6 +170,7 @@ def train_dataloader(
         num_workers=workers,
         pin_memory=pin_memory,
         persistent_workers=workers > 0,
+        generator=torch.Generator().manual_seed(seed),
     )
 
 

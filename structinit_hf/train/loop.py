@@ -15,6 +15,8 @@ described in :mod:`structinit_hf.train.run_folder`.
 from __future__ import annotations
 
 import argparse
+import itertools
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -67,10 +69,13 @@ def _nonfinite_error(what: str, run: Run, epoch: int) -> FloatingPointError:
     )
 
 
-def _all_finite(run: Run, value: torch.Tensor) -> bool:
-    """True on every process unless some process saw a non-finite value (a collective: call it everywhere)."""
-    bad = (~torch.isfinite(value)).any().to(torch.float32).reshape(1)
-    return run.accelerator.reduce(bad, reduction="sum").item() == 0
+def _mean_loss(run: Run, loss_sum: torch.Tensor, micro_steps: int, epoch: int) -> float:
+    """The mean training loss so far over every process: one collective and one wait for the device (call it on
+    every process).  A non-finite loss on any process spreads through the mean and stops training on all."""
+    value = (run.accelerator.reduce(loss_sum, reduction="mean") / max(micro_steps, 1)).item()
+    if not math.isfinite(value):
+        raise _nonfinite_error(f"the training loss became {value}", run, epoch)
+    return value
 
 
 def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
@@ -78,13 +83,16 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
     accelerator, recipe, state = run.accelerator, run.recipe, run.state
     start = time.perf_counter()
     set_seed(run.settings.run.seed + epoch, device_specific=True)  # this epoch's mixup and drop-path
-    run.train_loader.set_epoch(epoch)  # and its shuffle order and per-sample augmentation seeds
+    if run.batches is None:  # one pass of the loader over this epoch and every later one (their shuffle orders and
+        run.train_loader.set_epoch(epoch)  # per-sample augmentation seeds): its workers run ahead into the next epoch
+        run.batches = iter(run.train_loader)
     run.scheduler.step_update(state.step)
     run.model.train()
     loss_sum = torch.zeros((), device=accelerator.device)
     micro_steps = images = 0
-    progress = _progress(run, len(run.train_loader) * run.micro_batch * accelerator.num_processes, f"epoch {epoch + 1}")
-    for inputs, labels in run.train_loader:
+    epoch_steps = run.micro_steps_per_epoch
+    progress = _progress(run, epoch_steps * run.micro_batch * accelerator.num_processes, f"epoch {epoch + 1}")
+    for inputs, labels in itertools.islice(run.batches, epoch_steps):
         with accelerator.accumulate(run.model):
             targets = labels
             if run.mixup is not None:
@@ -103,20 +111,18 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
         micro_steps += 1
         images += inputs.shape[0] * accelerator.num_processes
         progress.update(inputs.shape[0] * accelerator.num_processes)
-        if micro_steps % LOG_EVERY == 0 or micro_steps == len(run.train_loader):  # at least once an epoch
-            running = accelerator.reduce(loss_sum, reduction="mean") / micro_steps
-            if not _all_finite(run, running):
-                raise _nonfinite_error(f"the training loss became {running.item()}", run, epoch)
-            progress.set_postfix(loss=f"{running.item():.4f}", lr=f"{run.optimizer.param_groups[0]['lr']:.2e}")
+        if micro_steps % LOG_EVERY == 0 or micro_steps == epoch_steps:  # at least once an epoch
+            running = _mean_loss(run, loss_sum, micro_steps, epoch)
+            progress.set_postfix(loss=f"{running:.4f}", lr=f"{run.optimizer.param_groups[0]['lr']:.2e}")
     progress.close()
+    if epoch + 1 == run.recipe.epochs:
+        next(run.batches, None)  # the pass ends: accelerate's end-of-loader bookkeeping
     seconds = time.perf_counter() - start
-    train_loss = accelerator.reduce(loss_sum, reduction="mean") / max(micro_steps, 1)
-    if not _all_finite(run, train_loss):
-        raise _nonfinite_error(f"the training loss became {train_loss.item()}", run, epoch)
+    train_loss = _mean_loss(run, loss_sum, micro_steps, epoch)
     weights = torch.stack([p.detach().float().abs().sum() for p in accelerator.unwrap_model(run.model).parameters()])
-    if not _all_finite(run, weights):
+    if not math.isfinite(accelerator.reduce(weights.sum(), reduction="sum").item()):
         raise _nonfinite_error("the weights became non-finite", run, epoch)
-    return {"train_loss": train_loss.item(), "images": images, "seconds": seconds}
+    return {"train_loss": train_loss, "images": images, "seconds": seconds}
 
 
 def validate(run: Run, loader: Any, desc: str) -> dict[str, float | int]:

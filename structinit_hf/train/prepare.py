@@ -13,6 +13,7 @@ memory plan decide for flags left unset is recorded beside them (:attr:`Run.flag
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,12 @@ class Run:
     input_size: tuple[int, ...]  # the model's (channels, height, width)
     state: RunState
     lock: RunLock | None  # run.lock of the output folder (held by the main process)
+    batches: Iterator[Any] | None = None  # the training loader's one pass over the epochs left, once started
+
+    @property
+    def micro_steps_per_epoch(self) -> int:
+        """This process's micro-batches an epoch: whole global batches of the training split."""
+        return len(self.data.train) // self.recipe.batch_size * self.accelerator.gradient_accumulation_steps
 
     def eval_forward(self) -> nn.Module:
         """The model scored: the EMA when one is kept."""
@@ -288,7 +295,9 @@ def _dataloaders(
     train_images, val_images, eval_images = images
     eval_batch = settings.speed.eval_batch_size or 2 * micro_batch
     pin, seed = defaults.pin_memory, settings.run.seed
-    train_loader = train_dataloader(train_images, micro_batch, recipe.batch_size, seed, defaults.workers, pin)
+    train_loader = train_dataloader(
+        train_images, micro_batch, recipe.batch_size, seed, defaults.workers, pin, epochs=recipe.epochs
+    )
     eval_workers = min(defaults.workers, 4)  # no augmentation: a few workers keep up with a no-grad forward
     val_loader = eval_dataloader(val_images, eval_batch, eval_workers, pin, persistent=True)
     eval_loader = eval_dataloader(eval_images, eval_batch, eval_workers, pin)
