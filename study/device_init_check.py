@@ -10,8 +10,11 @@ ViT's position code; the token MLPs for Mixer. Each is built on the device twice
 differently (the init must not read it: equal bit for bit) and once in bfloat16 (equal bit for bit to the float32
 build cast). The float32 build is compared with the CPU's (largest absolute difference: 0 required for the exact
 constructions; the ViT's solve may round otherwise on another device, so it is reported, not required), and the
-pattern is measured on the device: the attention mass on each head's target (Swin, above 0.6 with every target hit)
-or the token MLP's relative error from its shift (Mixer, under 6%).
+pattern is measured on the device: the attention mass on each head's target (Swin, above 0.6, with 99% of the
+reachable (query, head) pairs or more putting their largest weight on it) or the token MLP's relative error from its
+shift (Mixer, under 6%). It is measured twice: on the model built on the device, whose other weights (timm's own
+draws) come from the device's generator, and on the CPU's model moved to the device, which differs from the CPU's
+measurement by the device's arithmetic alone.
 Writes ``study/records/device/init_check-<device>.md`` (``--out`` to change).
 """
 
@@ -75,7 +78,7 @@ def pattern(model: torch.nn.Module, name: str, device: str) -> tuple[str, bool]:
     if name.startswith("swin"):
         rows = swin_target_mass(model, images)
         mass, hits = sum(r["target_mass"] for r in rows) / len(rows), min(r["hit_rate"] for r in rows)
-        return f"target mass {mass:.3f} (hit rate {hits:.2f})", mass > 0.6 and hits == 1.0
+        return f"target mass {mass:.3f} (hit rate {hits:.4f})", mass > 0.6 and hits >= 0.99
     errors = []
     grid = model.stem.grid_size
     x = F.layer_norm(torch.randn(4, grid[0] * grid[1], model.embed_dim, device=device), (model.embed_dim,))
@@ -95,6 +98,7 @@ def check(name: str, device: str, tiny: bool) -> dict[str, str]:
     cpu = written(build(name, "cpu", tiny, 0), name)
     cpu_diff = max((a[k].float().cpu() - cpu[k].float()).abs().max().item() for k in a)
     measured, as_expected = pattern(first.eval(), name, device)
+    moved, moved_as_expected = pattern(build(name, "cpu", tiny, 0).to(device).eval(), name, device)
     return {
         "name": name,
         "tensors": f"{len(a)} ({sum(v.numel() for v in a.values()):,} values)",
@@ -102,7 +106,14 @@ def check(name: str, device: str, tiny: bool) -> dict[str, str]:
         "bfloat16 build": "the float32 values rounded" if rounded else "DIFFERENT",
         "max abs diff from the CPU build": f"{cpu_diff:.1e}",
         "pattern at init, on the device": measured,
-        "ok": str(deterministic and rounded and as_expected and (name.startswith("vit") or cpu_diff < 1e-5)),
+        "the CPU's model, on the device": moved,
+        "ok": str(
+            deterministic
+            and rounded
+            and as_expected
+            and moved_as_expected
+            and (name.startswith("vit") or cpu_diff < 1e-5)
+        ),
     }
 
 

@@ -9,17 +9,29 @@
 #   3. the paper's architecture and recipe on all of CIFAR-10 (profile cifar10-paper-recipe): timm's default, mimetic
 #      and `shift`, seeds SEEDS (default 0), JOBS runs sharing the GPU (default 3), for EPOCHS epochs (default: as
 #      many whole epochs as the time left allows; a later seed takes the first loan's EPOCHS, so that seeds compare).
-# PIPELINES=tensor (the default: none) also times the input pipeline alone in step 2.
+# PIPELINES=tensor (the default: none) also times the input pipeline alone in step 2. STEPS names the steps to run
+# (default "check throughput paper"; step 1 always runs).
+#
+# Where it stands (2026-11-27, second loan): steps 0 and 2 are done and committed (study/records/device/
+# init_check-cuda.md, study/records/training/). Seed 0 of step 3 ran 10 epochs in the first loan (3 runs sharing the
+# GPU: 3.2 minutes). Seeds 1 and 2 as six runs at once did not fit 340 s: starting six at once took about 4 minutes
+# before their first epoch ended. Next loan, as two rounds of three (about 7 minutes):
+#   SHARING=file_system STEPS=paper SEEDS="1 2" EPOCHS=10 JOBS=3 BUDGET=560 bash study/gpu_loan.sh
 # Run from the checkout root with the data and the wheels the machine lacks carried along:
 #
 #   mkdir -p data && cp -r ../shared/data/cifar10 ../shared/device-wheels data/   # data/ is ignored
-#   device run (carry: data) -> bash study/gpu_loan.sh
+#   git rm -r -q --cached study/records && echo study/records/ >> .git/info/exclude  # the tree and what is carried
+#       # travel together, 64 MiB at most: CIFAR-10 and the wheels are 59 MB, the records 14 MB
+#   device run (carry: data/cifar10 data/device-wheels) -> bash study/gpu_loan.sh
+#   git reset -q HEAD study/records && sed -i '/^study\/records\/$/d' .git/info/exclude    # the records tracked again
 #
 # Everything comes back in $OUT/loan.tgz (logs, the throughput record, each run's record and metrics).
 # SMOKE=1 checks this script on a CPU machine with tiny settings.
 set -uo pipefail
 start=$(date +%s)
 BUDGET=${BUDGET:-540}
+STEPS=" ${STEPS:-check throughput paper} "
+step() { [[ "$STEPS" == *" $1 "* ]]; }
 OUT=${OUT:-runs/gpu-out}
 SMOKE=${SMOKE:-0}
 DATA=${DATA:-data/cifar10}
@@ -45,8 +57,10 @@ datasets.load_dataset('$DATA')  # builds the cache once
 
 # 0. The Swin and Mixer inits on the device (issue 45).
 check=(--out "$keep/init_check-cuda.md"); [ "$SMOKE" = 1 ] && check=(--device cpu --tiny --out "$keep/init_check-cpu.md")
-log "init check: python study/device_init_check.py ${check[*]}"
-timeout 120 python3 study/device_init_check.py "${check[@]}" > "$keep/init_check.log" 2>&1; log "init check: exit $?"
+if step check; then
+    log "init check: python study/device_init_check.py ${check[*]}"
+    timeout 120 python3 study/device_init_check.py "${check[@]}" > "$keep/init_check.log" 2>&1; log "init check: exit $?"
+fi
 
 # 1. Loader workers: the default (file descriptor) sharing, then file_system.
 probe() {
@@ -77,10 +91,12 @@ fi
 throughput=(--data "$DATA" --out "$keep/training" --modes bf16_compiled fp32 --rounds 2 --steps 20 --pipelines ${PIPELINES:-})
 [ "$SMOKE" = 1 ] && throughput=(--data "$DATA" --out "$keep/training" --model-kwargs depth=1 --batch-size 8 --steps 2
     --rounds 1 --modes fp32 --threads 1 --workers 1 --pipelines tensor)
-log "throughput: python study/benchmark_training.py ${throughput[*]}"
-timeout $(($(left) - 150)) python3 study/benchmark_training.py "${throughput[@]}" > "$keep/throughput.log" 2>&1 \
-    || log "throughput: stopped (exit $?)"
-grep -E "^round|ratio" "$keep/throughput.log" | tee -a "$keep/loan.log"
+if step throughput; then
+    log "throughput: python study/benchmark_training.py ${throughput[*]}"
+    timeout $(($(left) - 150)) python3 study/benchmark_training.py "${throughput[@]}" > "$keep/throughput.log" 2>&1 \
+        || log "throughput: stopped (exit $?)"
+    grep -E "^round|ratio" "$keep/throughput.log" | tee -a "$keep/loan.log"
+fi
 
 # 3. The paper's recipe: as many whole epochs as fit, from the measured rates (the slower of the GPU's bare compiled
 # loop and the input pipeline with every core, shared by every run; 70% of it, 120 s for start, compile and scoring).
@@ -100,12 +116,14 @@ paper=(--profile cifar10-paper-recipe --data-path "$DATA" --epochs "$epochs" --a
     --seeds "${seeds[@]}" --jobs "${JOBS:-3}" --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe")
 [ "$SMOKE" = 1 ] && paper=(--profile cpu-proxy-n2500 --data-root "$(dirname "$DATA")" --arms default --seeds 0 --jobs 1
     --epochs 1 --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe")
-log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"
-rm -rf runs/gpu/paper
-timeout $(($(left) - 20)) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
-    || log "paper recipe: stopped (exit $?)"
-find runs/gpu/paper \( -name metrics.jsonl -o -name results.json -o -name train.log \) -not -path "*/final/*" \
-    -exec cp --parents {} "$keep" \; 2>/dev/null
-tail -n 8 "$keep/paper.log" | tee -a "$keep/loan.log"
+if step paper; then
+    log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"
+    rm -rf runs/gpu/paper
+    timeout $(($(left) - 20)) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
+        || log "paper recipe: stopped (exit $?)"
+    find runs/gpu/paper \( -name metrics.jsonl -o -name results.json -o -name train.log \) -not -path "*/final/*" \
+        -exec cp --parents {} "$keep" \; 2>/dev/null
+    tail -n 8 "$keep/paper.log" | tee -a "$keep/loan.log"
+fi
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>/dev/null | tee -a "$keep/loan.log"
 log "done"
