@@ -15,7 +15,9 @@
 # Where it stands (2026-11-27, second loan): steps 0 and 2 are done and committed (study/records/device/
 # init_check-cuda.md, study/records/training/). Seed 0 of step 3 ran 10 epochs in the first loan (3 runs sharing the
 # GPU: 3.2 minutes). Seeds 1 and 2 as six runs at once did not fit 340 s: starting six at once took about 4 minutes
-# before their first epoch ended. Next loan, as two rounds of three (about 7 minutes):
+# before their first epoch ended. Most of a run's start was its decoding workers passing each of CIFAR-10's 60,000
+# images as a file descriptor, and its labels read row by row; both are fixed since (43 s -> 10 s a run on 2 CPU
+# cores: study/records/training/setup_time.md). Next loan, as two rounds of three (about 7 minutes, less now):
 #   SHARING=file_system STEPS=paper SEEDS="1 2" EPOCHS=10 JOBS=3 BUDGET=560 bash study/gpu_loan.sh
 # Run from the checkout root with the data and the wheels the machine lacks carried along:
 #
