@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import timm
@@ -15,9 +16,11 @@ from structinit_hf.train.memory_plan import (
     HEADROOM,
     fit_micro_batch,
     plan_fits,
+    plan_memory,
     process_memory_bytes,
     saved_bytes_per_image,
 )
+from structinit_hf.train.settings import Recipe
 
 MB = 2**20
 
@@ -53,6 +56,19 @@ def _memory_for(micro_batches: float, monkeypatch) -> None:
     per_image = round(100 * MB * memory.STEP_OVERHEAD)
     room = lambda device: int((process_memory_bytes(device) + 20 * MB + micro_batches * per_image) / HEADROOM)  # noqa: E731
     monkeypatch.setattr(memory, "available_memory_bytes", room)
+
+
+def test_a_resumed_accumulation_that_does_not_split_the_batch_here_is_refused() -> None:
+    """Catches a run resumed on another number of processes with the accumulation its checkpoint keeps: the
+    micro-batch rounded down, so each optimizer step took fewer images than --batch-size and each epoch cut into the
+    next one's shuffle order (12 images on 2 processes at accumulation 4 became micro-batches of 1: 8 a step)."""
+    model = timm.create_model("vit_tiny_impulse3", depth=1, img_size=16, patch_size=4, embed_dim=48, num_classes=3)
+    one_process = SimpleNamespace(num_processes=1, device=torch.device("cpu"))  # 12 images a process, as 24 on two
+    kept = dict(input_size=(3, 16, 16), precision="no", local_processes=1, accumulation_from="checkpoint")
+    with pytest.raises(UsageError, match=r"started with --grad-accum 5, which does not split --batch-size 12 .* 1 pro"):
+        plan_memory(Recipe(batch_size=12), one_process, model, grad_accum=5, **kept)
+    plan = plan_memory(Recipe(batch_size=12), one_process, model, grad_accum=4, **kept)
+    assert (plan.micro_batch, plan.grad_accum) == (3, 4)
 
 
 @pytest.mark.slow

@@ -83,14 +83,20 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
     accelerator, recipe, state = run.accelerator, run.recipe, run.state
     start = time.perf_counter()
     set_seed(run.settings.run.seed + epoch, device_specific=True)  # this epoch's mixup and drop-path
+    epoch_steps = run.micro_steps_per_epoch
     if run.batches is None:  # one pass of the loader over this epoch and every later one (their shuffle orders and
         run.train_loader.set_epoch(epoch)  # per-sample augmentation seeds): its workers run ahead into the next epoch
+        if len(run.train_loader) != epoch_steps * (run.recipe.epochs - epoch):  # else epochs would cut into each other
+            raise RuntimeError(
+                f"the training loader holds {len(run.train_loader)} micro-batches for epochs {epoch + 1} to "
+                f"{run.recipe.epochs}, not {epoch_steps} an epoch: micro-batch x accumulation x processes is not "
+                "the global batch"
+            )
         run.batches = iter(run.train_loader)
     run.scheduler.step_update(state.step)
     run.model.train()
     loss_sum = torch.zeros((), device=accelerator.device)
     micro_steps = images = 0
-    epoch_steps = run.micro_steps_per_epoch
     progress = _progress(run, epoch_steps * run.micro_batch * accelerator.num_processes, f"epoch {epoch + 1}")
     for inputs, labels in itertools.islice(run.batches, epoch_steps):
         with accelerator.accumulate(run.model):

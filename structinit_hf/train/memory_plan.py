@@ -218,6 +218,13 @@ def plan_memory(
     if processes.num_processes > 1:  # every process must step together: the largest accumulation any needs
         accumulation = max(gather_object([plan.grad_accum]))
         plan = fit_micro_batch(per_process, base, per_image, available, accumulation, even)
+    if plan.micro_batch * plan.grad_accum * processes.num_processes != recipe.batch_size:  # only a checkpoint's
+        # accumulation on another number of processes (the flag's is checked with the other flags)
+        raise UsageError(
+            f"--resume: the run was started with --grad-accum {plan.grad_accum}, which does not split --batch-size "
+            f"{recipe.batch_size} into equal micro-batches on {processes.num_processes} process(es); resume it on "
+            "as many processes as it started on"
+        )
     fits = plan_fits(plan)
     if processes.num_processes > 1:
         fits = all(gather_object([fits]))
