@@ -95,10 +95,11 @@ def check(name: str, device: str, tiny: bool) -> dict[str, str]:
     deterministic = all(torch.equal(a[k], b[k]) for k in a)
     half = written(build(name, device, tiny, 0, torch.bfloat16), name)
     rounded = all(torch.equal(half[k], a[k].to(torch.bfloat16)) for k in a)
-    cpu = written(build(name, "cpu", tiny, 0), name)
+    cpu_model = build(name, "cpu", tiny, 0)
+    cpu = written(cpu_model, name)
     cpu_diff = max((a[k].float().cpu() - cpu[k].float()).abs().max().item() for k in a)
     measured, as_expected = pattern(first.eval(), name, device)
-    moved, moved_as_expected = pattern(build(name, "cpu", tiny, 0).to(device).eval(), name, device)
+    moved, moved_as_expected = pattern(cpu_model.to(device).eval(), name, device)
     return {
         "name": name,
         "tensors": f"{len(a)} ({sum(v.numel() for v in a.values()):,} values)",

@@ -119,9 +119,8 @@ class EpochShuffleSampler(Sampler[tuple[int, int]]):
             raise ValueError(
                 f"{num_rows} training rows do not fill one global batch of {batch_multiple}; lower --batch-size"
             )
-        self.num_rows, self.seed, self.batch_multiple, self.epochs, self.epoch = (
-            num_rows, seed, batch_multiple, epochs, 0
-        )  # fmt: skip
+        self.num_rows, self.seed, self.batch_multiple = num_rows, seed, batch_multiple
+        self.epochs, self.epoch = epochs, 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch

@@ -125,8 +125,8 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
         next(run.batches, None)  # the pass ends: accelerate's end-of-loader bookkeeping
     seconds = time.perf_counter() - start
     train_loss = _mean_loss(run, loss_sum, micro_steps, epoch)
-    weights = torch.stack([p.detach().float().abs().sum() for p in accelerator.unwrap_model(run.model).parameters()])
-    if not math.isfinite(accelerator.reduce(weights.sum(), reduction="sum").item()):
+    weights = sum(p.detach().float().abs().sum() for p in accelerator.unwrap_model(run.model).parameters())
+    if not math.isfinite(accelerator.reduce(weights, reduction="sum").item()):
         raise _nonfinite_error("the weights became non-finite", run, epoch)
     return {"train_loss": train_loss, "images": images, "seconds": seconds}
 

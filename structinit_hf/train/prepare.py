@@ -49,7 +49,7 @@ from .settings_checks import check_run_args
 from .step import TrainingStep
 from .tensor_data import training_datasets
 
-__all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "setup_run", "usable_cpus"]
+__all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "setup_run", "steps_per_epoch", "usable_cpus"]
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,8 @@ class Run:
 
     @property
     def micro_steps_per_epoch(self) -> int:
-        """This process's micro-batches an epoch: whole global batches of the training split."""
-        return len(self.data.train) // self.recipe.batch_size * self.accelerator.gradient_accumulation_steps
+        """This process's micro-batches an epoch: each optimizer step's accumulation."""
+        return steps_per_epoch(self.recipe, len(self.data.train)) * self.accelerator.gradient_accumulation_steps
 
     def eval_forward(self) -> nn.Module:
         """The model scored: the EMA when one is kept."""
@@ -151,16 +151,21 @@ def build_model(model: ModelSettings, label_names: list[str]) -> LoadedModel:
     )
 
 
+def steps_per_epoch(recipe: Recipe, train_rows: int) -> int:
+    """Optimizer steps an epoch: whole global batches of the training split (the sampler drops the rest)."""
+    return train_rows // recipe.batch_size
+
+
 def _schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, train_rows: int, say) -> CosineLRScheduler:
-    steps_per_epoch = train_rows // recipe.batch_size
-    total_steps = steps_per_epoch * recipe.epochs
+    epoch_steps = steps_per_epoch(recipe, train_rows)
+    total_steps = epoch_steps * recipe.epochs
     if recipe.warmup_epochs >= recipe.epochs:
         say(f"warning: --warmup-epochs {recipe.warmup_epochs:g} >= --epochs {recipe.epochs}: the lr never decays")
     return CosineLRScheduler(
         optimizer,
         t_initial=total_steps,
         lr_min=recipe.min_lr,
-        warmup_t=min(round(recipe.warmup_epochs * steps_per_epoch), total_steps),
+        warmup_t=min(round(recipe.warmup_epochs * epoch_steps), total_steps),
         warmup_lr_init=recipe.warmup_lr,
         t_in_epochs=False,
     )
