@@ -27,7 +27,9 @@
 #   device run (carry: data/cifar10 data/device-wheels) -> bash study/gpu_loan.sh
 #   git reset -q HEAD study/records && sed -i '/^study\/records\/$/d' .git/info/exclude    # the records tracked again
 #
-# Everything comes back in $OUT/loan.tgz (logs, the throughput record, each run's record and metrics).
+# Everything comes back in $OUT/loan.tgz (logs, the throughput record, each run's record and metrics). Then
+#   bash study/gpu_loan_merge.sh <files_at>/loan.tgz
+# puts the finished runs beside the committed ones and rewrites study/records/gpu/cifar10-paper-recipe/ over them.
 # SMOKE=1 checks this script on a CPU machine with tiny settings.
 set -uo pipefail
 start=$(date +%s)
@@ -121,10 +123,17 @@ paper=(--profile cifar10-paper-recipe --data-path "$DATA" --epochs "$epochs" --a
 if step paper; then
     log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"
     rm -rf runs/gpu/paper
-    timeout $(($(left) - 20)) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
+    timeout $(($(left) - 50)) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
         || log "paper recipe: stopped (exit $?)"
-    find runs/gpu/paper \( -name metrics.jsonl -o -name results.json -o -name train.log \) -not -path "*/final/*" \
-        -exec cp --parents {} "$keep" \; 2>/dev/null
+    # each finished run's attention entropy, kept in its folder (the record's table reads it once the weights are
+    # gone); the benchmark wrote it already if every run finished
+    timeout $(($(left) - 10)) python3 -c "import pathlib
+from structinit_hf.benchmark.runs import is_finished
+from structinit_hf.benchmark.summary import trained_attention_entropy
+for run in sorted(pathlib.Path('runs/gpu/paper').glob('*-seed*')):
+    if is_finished(run): trained_attention_entropy(run)" >> "$keep/paper.log" 2>&1 || log "entropy: stopped (exit $?)"
+    find runs/gpu/paper \( -name "*.json" -o -name metrics.jsonl -o -name train.log \) \
+        -not -path "*/final/*" -not -path "*/checkpoints/*" -exec cp --parents {} "$keep" \; 2>/dev/null
     tail -n 8 "$keep/paper.log" | tee -a "$keep/loan.log"
 fi
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>/dev/null | tee -a "$keep/loan.log"

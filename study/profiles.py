@@ -224,9 +224,9 @@ PROFILES["cifar10-paper-recipe"] = replace(
     notes="For a lent GPU: the paper's architecture (ViT-Tiny: 32 px, patch 2, depth 12, width 192, 3 heads) and "
     "recipe (batch 512, AdamW lr 1e-3 wd 0.01 eps 1e-3, cosine with 5% of the epochs warming up, RandAugment m9, "
     "label smoothing 0.1, clip 3; train.py's GPU defaults: bf16 autocast, compiled) on all of CIFAR-10 (49,000 "
-    "training images, 2% held out; all 10,000 test images scored), for a whole schedule of 6 epochs (study/gpu_loan.sh "
-    "sets --epochs from the rates it measures: 10 in the first loan), not the paper's 200. Three runs share the "
-    "GPU, 5 loader workers each.",
+    "training images, 2% held out; all 10,000 test images scored), for a whole schedule of as many epochs as a loan "
+    "fits (the command's ``--epochs``: study/gpu_loan.sh sets it from the rates it measures), not the "
+    "paper's 200. Three runs share the GPU, 5 loader workers each.",
 )
 
 

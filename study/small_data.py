@@ -47,8 +47,11 @@ def run_benchmark(
     jobs: int | None = None,
     command: str = "",
     study: str = "main",
+    train: bool = True,
 ) -> dict[str, Any]:
     """Train every unfinished (arm, seed) run of ``profile``, then write the tables and plots to ``out_dir``.
+    ``train=False`` trains nothing: the record is written from finished runs only (such as runs brought back from
+    a lent GPU), and a run that is not there is an error.
 
     Runs go seed by seed (all arms of seed 0 first), ``jobs`` at a time with ``usable_cpus() // jobs``
     threads each. A failed run does not stop the others; the failures are raised together at the end
@@ -71,6 +74,11 @@ def run_benchmark(
     runs = [(arm, seed, run_dir_for(runs_dir, arm, seed)) for seed in seeds for arm in chosen]
     check_finished_runs((run_settings(profile, arm, seed, spec, path), path) for arm, seed, path in runs)
     pending = [(arm, seed, path) for arm, seed, path in runs if not is_finished(path)]
+    if pending and not train:
+        raise UsageError(
+            f"--report-only: {len(pending)} of {len(runs)} runs are not finished in {runs_dir} "
+            f"({', '.join(path.name for _, _, path in pending)}); leave out --report-only to train them"
+        )
     print(f"{len(runs) - len(pending)} of {len(runs)} runs already finished in {runs_dir}; training {len(pending)}")
 
     clock_file = BENCHMARK_CLOCK if study == "main" else f"wall_clock-{study}.json"
@@ -161,6 +169,12 @@ def benchmark_parser() -> argparse.ArgumentParser:
         default=None,
         help="train this many epochs instead of the profile's (a check sized to the time at hand); the record "
         "keeps the count in its recipe",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="train nothing: write the record from the finished runs in --runs-dir (e.g. runs brought back from a "
+        "lent GPU), and refuse if one is missing",
     )
     _add_output_arguments(parser)
     return parser
@@ -254,6 +268,7 @@ def main(args: argparse.Namespace, command: str) -> dict[str, Any]:
         jobs=args.jobs,
         command=command,
         study=args.study,
+        train=not args.report_only,
     )
     if args.release_cards is not None:
         cards = write_release_cards(record, args.release_cards, runs_dir / "release", args.release_namespace)

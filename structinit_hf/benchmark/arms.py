@@ -279,8 +279,9 @@ MIXER_ARMS: dict[str, Arm] = {
 }
 
 
-# per family: its arms, the default arm and what `compare --family` trains by default
+# per family: its arms, and the arm (timm's own init) every other one is compared with
 FAMILY_ARMS: dict[str, dict[str, Arm]] = {"vit": ARMS, "swin": SWIN_ARMS, "mixer": MIXER_ARMS}
+REFERENCE_ARMS: dict[str, str] = {"vit": "default", "swin": "swin-default", "mixer": "mixer-default"}
 
 
 ABLATION_REFERENCES = ("default", "mimetic", "impulse3")

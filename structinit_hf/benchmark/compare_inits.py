@@ -46,8 +46,8 @@ from ..train import (
 from .arms import ALL_ARMS, FAMILY_ARMS, arm_label, select_arms
 from .profiles import PROFILES, WIDE_HEAD_DIM, BenchmarkDataset, Profile, proxy_lr
 from .runs import RUN_LOG, RUN_RESULTS, changed_flags, run_settings
-from .stats import mean_std_text, paired_comparison
-from .summary import aggregate_runs, numerics_line, write_outputs
+from .stats import mean_std_text
+from .summary import aggregate_runs, numerics_line, versus_cells, write_outputs
 
 __all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "THREADS", "compare_inits", "compare_parser", "render_table"]
 
@@ -57,12 +57,11 @@ PROFILE = PROFILES["cpu-proxy-n2500"]  # the defaults: the CPU proxy at 2,500 tr
 DEFAULT_ARMS = ("default", "mimetic", "impulse3")
 
 
-# per architecture (--family): the proxy profile whose geometry the arms train, the arms trained by default and the
-# arm the others are compared with
+# per architecture (--family): the proxy profile whose geometry the arms train and the arms trained by default
 FAMILIES = {
-    "vit": (PROFILE, DEFAULT_ARMS, "default"),
-    "swin": (PROFILES["cpu-proxy-n2500-swin"], ("swin-default", "swin-mimetic", "swin-impulse3"), "swin-default"),
-    "mixer": (PROFILES["cpu-proxy-n2500-mixer"], ("mixer-default", "mixer-impulse3"), "mixer-default"),
+    "vit": (PROFILE, DEFAULT_ARMS),
+    "swin": (PROFILES["cpu-proxy-n2500-swin"], ("swin-default", "swin-mimetic", "swin-impulse3")),
+    "mixer": (PROFILES["cpu-proxy-n2500-mixer"], ("mixer-default", "mixer-impulse3")),
 }
 
 
@@ -269,16 +268,7 @@ def render_table(record: dict[str, Any]) -> str:
     for arm, scores in record["top1"].items():
         values = list(scores.values())
         per_seed = ", ".join(f"{value:.2f}" for value in values)
-        versus = record["vs_default"].get(arm)
-        if versus is None:
-            difference, verdict = "–", "–"
-        else:
-            difference = f"{versus['mean']:+.2f}" + (f" ± {versus['std']:.2f}" if len(versus["seeds"]) > 1 else "")
-            verdict = (
-                f"{versus['verdict']} (spread {versus['tolerance']:.2f})"
-                if len(versus["seeds"]) > 1
-                else "one seed: no verdict"
-            )
+        difference, verdict = versus_cells(record["vs_default"].get(arm))
         lines.append(f"| {arm_label(arm)} | {mean_std_text(values)} | {per_seed} | {difference} | {verdict} |")
     return "\n".join(lines) + "\n"
 
@@ -329,7 +319,6 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         file=sys.stderr,
     )
     start = time.perf_counter()
-    reference = FAMILIES[args.family][2]
     bar = dict(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True)
     try:
         with _torch_threads(args.threads), tqdm(**bar) as progress:
@@ -361,9 +350,6 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         epochs=args.epochs,
         train_images=json.loads((runs[0][2] / RUN_RESULTS).read_text())["train_images"],
         top1=top1,
-        vs_default={
-            arm: paired_comparison(top1[arm], top1[reference]) for arm in top1 if arm != reference and reference in top1
-        },
     )
     write_outputs(record, out_dir)
     table = render_table(record)

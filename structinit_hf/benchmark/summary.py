@@ -11,14 +11,15 @@ import torch
 
 from ..atomic import write_json, write_text
 from ..train import load_images, load_model
-from .arms import ALL_ARMS, PAPER_TABLE2
+from .arms import ALL_ARMS, PAPER_TABLE2, REFERENCE_ARMS
 from .attention import attention_entropy
 from .plots import save_figure
 from .profiles import Profile
 from .runs import RUN_RESULTS, RUN_SPECIFIC_ARGS, RUN_TIMING, flag_values, is_finished
-from .stats import mean_std_text
+from .stats import CLAIM_SEEDS, TIE_RULE, mean_std_text, paired_comparison
 
 ENTROPY_IMAGES = 32  # images behind each run's attention-entropy figure in results.md
+ATTENTION_ENTROPY = "attention_entropy.json"  # in a run folder: those figures, kept beside the run's results
 
 
 def has_vit_attention(model: torch.nn.Module) -> bool:
@@ -30,17 +31,25 @@ def has_vit_attention(model: torch.nn.Module) -> bool:
 def trained_attention_entropy(run_dir: Path, num_images: int = ENTROPY_IMAGES) -> list[float] | None:
     """Per block, the trained model's attention entropy as a share of uniform on the first ``num_images`` images of
     the split the run was scored on (:func:`~structinit_hf.benchmark.attention.attention_entropy`): near 0 means the
-    attention collapsed onto single keys. ``None`` for a model that is not a timm ViT or ConViT, or no ``final/``."""
+    attention collapsed onto single keys. ``None`` for a model that is not a timm ViT or ConViT, or no ``final/``.
+
+    The figures are kept in the run folder (:data:`ATTENTION_ENTROPY`), so a run's record keeps them once its weights
+    are gone: a lent GPU's runs come back without ``final/``, which is larger than a call carries back."""
     run_dir = Path(run_dir)
+    kept = run_dir / ATTENTION_ENTROPY
+    if kept.is_file() and (record := json.loads(kept.read_text()))["images"] == num_images:
+        return record["per_block"]
     if not (run_dir / "final").is_dir():
         return None
     results = json.loads((run_dir / RUN_RESULTS).read_text())
     model, *_ = load_model(str(run_dir / "final"))
-    if not has_vit_attention(model):
-        return None
-    split = results["split"].split("[")[0]  # a held-out part, "train[held-out 0.1]", is read from its split
-    images = load_images(results["dataset"], [model], num_images, split=split)[0]
-    return [round(ratio, 4) for ratio in attention_entropy(model, images)]
+    per_block = None
+    if has_vit_attention(model):
+        split = results["split"].split("[")[0]  # a held-out part, "train[held-out 0.1]", is read from its split
+        images = load_images(results["dataset"], [model], num_images, split=split)[0]
+        per_block = [round(ratio, 4) for ratio in attention_entropy(model, images)]
+    write_json(kept, {"images": num_images, "split": results["split"], "per_block": per_block})
+    return per_block
 
 
 def _read_metrics(run_dir: Path) -> list[dict[str, Any]]:
@@ -100,6 +109,8 @@ def aggregate_runs(
         arms[name] = _arm_record(name, paths, results)
     if first is None:
         raise ValueError("no runs to aggregate")
+    reference = REFERENCE_ARMS[profile.family]
+    top1 = {name: dict(zip(arm["seeds"], arm["final_top1"], strict=True)) for name, arm in arms.items()}
     spec = profile.datasets[dataset_key]
     options = {key: value for key, value in first["args"].items() if key not in RUN_SPECIFIC_ARGS}
     return {
@@ -124,6 +135,12 @@ def aggregate_runs(
         "versions": first["versions"],
         "numerics": first.get("numerics"),  # threads and CPU kernels (runs before 0.3 did not record them)
         "arms": arms,
+        "reference_arm": reference,
+        "vs_default": {  # each arm against timm's own init, seed by seed, judged by the tie rule
+            name: paired_comparison(scores, top1[reference]) for name, scores in top1.items() if name != reference
+        }
+        if reference in top1
+        else {},
     }
 
 
@@ -136,6 +153,8 @@ def _table(record: dict[str, Any]) -> list[str]:
         "val top-1, last epoch",
         f"final top-1 ({record['split']})",
         "per seed",
+        "minus timm's default (paired)",
+        "verdict",
         f"paper Table 2 ({record['paper_column']})",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -149,10 +168,26 @@ def _table(record: dict[str, Any]) -> list[str]:
             mean_std_text([c[-1] for c in curves]),
             f"**{mean_std_text(arm['final_top1'])}**",
             ", ".join(f"{v:.2f}" for v in arm["final_top1"]),
+            *versus_cells(record.get("vs_default", {}).get(name)),
             f"{paper[name]:.2f}" if name in paper else "–",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def versus_cells(versus: dict[str, Any] | None) -> tuple[str, str]:
+    """The paired difference to timm's default (mean ± std over seeds) and the tie rule's verdict, for a table row;
+    dashes for the default itself."""
+    if versus is None:
+        return "–", "–"
+    several = len(versus["seeds"]) > 1
+    difference = f"{versus['mean']:+.2f}" + (f" ± {versus['std']:.2f}" if several else "")
+    if not several:
+        return difference, "one seed: no verdict"
+    below = (
+        f"; {len(versus['seeds'])} seeds, below the bar of {CLAIM_SEEDS}" if len(versus["seeds"]) < CLAIM_SEEDS else ""
+    )
+    return difference, f"{versus['verdict']} (spread {versus['tolerance']:.2f}{below})"
 
 
 def _target_lines(arms: dict[str, Any]) -> list[str]:
@@ -232,6 +267,8 @@ def render_results_markdown(record: dict[str, Any]) -> str:
         "the full dataset) are for reference: this run is much shorter and smaller.",
         "",
         *_table(record),
+        "",
+        f"Verdict: {TIE_RULE}",
         "",
         *(_target_lines(arms) if record.get("study", "main") == "main" else _ablation_lines(record)),
         "![validation top-1 per epoch, one line per arm](curves.png)",
