@@ -10,7 +10,8 @@
 #      and `shift`, seeds SEEDS (default 0), JOBS runs sharing the GPU (default 3), for EPOCHS epochs (default: as
 #      many whole epochs as the time left allows; a later seed takes the first loan's EPOCHS, so that seeds compare).
 # PIPELINES=tensor (the default: none) also times the input pipeline alone in step 2. STEPS names the steps to run
-# (default "check throughput paper"; step 1 always runs).
+# (default "check throughput paper"; step 1 always runs). ARMS narrows step 3 to some arms (default: all three), for a
+# seed a loan left short of one.
 #
 # Where it stands (2026-11-27, second loan): steps 0 and 2 are done and committed (study/records/device/
 # init_check-cuda.md, study/records/training/). Seed 0 of step 3 ran 10 epochs in the first loan (3 runs sharing the
@@ -42,6 +43,7 @@ DATA=${DATA:-data/cifar10}
 keep=runs/gpu-loan  # what is packed at the end
 rm -rf "$keep"; mkdir -p "$OUT" "$keep"
 left() { echo $((start + BUDGET - $(date +%s))); }
+limit() { local s=$(($(left) - $1)); echo $((s > 1 ? s : 1)); }  # a timeout leaving $1 s of the budget (at least 1 s)
 log() { echo "[$(($(date +%s) - start)) s] $*" | tee -a "$keep/loan.log"; }
 pack() { tar czf "$OUT/loan.tgz" "$keep" 2>/dev/null; }
 trap pack EXIT
@@ -97,13 +99,14 @@ throughput=(--data "$DATA" --out "$keep/training" --modes bf16_compiled fp32 --r
     --rounds 1 --modes fp32 --threads 1 --workers 1 --pipelines tensor)
 if step throughput; then
     log "throughput: python study/benchmark_training.py ${throughput[*]}"
-    timeout $(($(left) - 150)) python3 study/benchmark_training.py "${throughput[@]}" > "$keep/throughput.log" 2>&1 \
+    timeout $(limit 150) python3 study/benchmark_training.py "${throughput[@]}" > "$keep/throughput.log" 2>&1 \
         || log "throughput: stopped (exit $?)"
     grep -E "^round|ratio" "$keep/throughput.log" | tee -a "$keep/loan.log"
 fi
 
 # 3. The paper's recipe: as many whole epochs as fit, from the measured rates (the slower of the GPU's bare compiled
-# loop and the input pipeline with every core, shared by every run; 70% of it, 120 s for start, compile and scoring).
+# loop and the input pipeline with every core, shared by every run; 70% of it, 150 s for start, compile, scoring and
+# packing).
 seeds=(${SEEDS:-0})
 epochs=${EPOCHS:-$(python3 - "$keep/training/results.json" "$(left)" "${#seeds[@]}" <<'EOF'
 import json, sys
@@ -113,21 +116,24 @@ try:
     rate = min([bare, *result["input_pipeline_images_per_sec"].values()])
 except (OSError, KeyError, StopIteration, ValueError):
     rate = 3000
-print(max(1, min(60, int((int(sys.argv[2]) - 120) * rate * 0.7 / (3 * int(sys.argv[3])) / 49000))))
+print(max(1, min(60, int((int(sys.argv[2]) - 150) * rate * 0.7 / (3 * int(sys.argv[3])) / 49000))))
 EOF
 )}
-paper=(--profile cifar10-paper-recipe --data-path "$DATA" --epochs "$epochs" --arms default mimetic impulse3
+paper=(--profile cifar10-paper-recipe --data-path "$DATA" --epochs "$epochs" --arms ${ARMS:-default mimetic impulse3}
     --seeds "${seeds[@]}" --jobs "${JOBS:-3}" --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe")
 [ "$SMOKE" = 1 ] && paper=(--profile cpu-proxy-n2500 --data-root "$(dirname "$DATA")" --arms default --seeds 0 --jobs 1
-    --epochs 1 --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe")
+    --epochs 1 --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe") && epochs=1
 if step paper; then
     log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"
     rm -rf runs/gpu/paper
-    timeout $(($(left) - 50)) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
+    paper_start=$(date +%s)
+    timeout $(limit 50) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
         || log "paper recipe: stopped (exit $?)"
+    clock=runs/gpu/paper/wall_clock.json  # the benchmark keeps it only when it ends on its own
+    [ -d runs/gpu/paper ] && [ ! -f $clock ] && echo "{\"wall_clock_s\": $(($(date +%s) - paper_start))}" > $clock
     # each finished run's attention entropy, kept in its folder (the record's table reads it once the weights are
     # gone); the benchmark wrote it already if every run finished
-    timeout $(($(left) - 10)) python3 -c "import pathlib
+    timeout $(limit 10) python3 -c "import pathlib
 from structinit_hf.benchmark.runs import is_finished
 from structinit_hf.benchmark.summary import trained_attention_entropy
 for run in sorted(pathlib.Path('runs/gpu/paper').glob('*-seed*')):

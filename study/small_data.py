@@ -81,20 +81,25 @@ def run_benchmark(
         )
     print(f"{len(runs) - len(pending)} of {len(runs)} runs already finished in {runs_dir}; training {len(pending)}")
 
-    clock_file = BENCHMARK_CLOCK if study == "main" else f"wall_clock-{study}.json"
-    with _wall_clock(Path(runs_dir) / clock_file) as clock:
-        failures = _train_runs(profile, spec, pending, jobs)
-    if failures:
-        raise ChildProcessError(f"{len(failures)} run(s) failed: {'; '.join(failures)}. Rerun to retry them.")
+    clock_file = Path(runs_dir) / (BENCHMARK_CLOCK if study == "main" else f"wall_clock-{study}.json")
+    if train:
+        with _wall_clock(clock_file) as clock:
+            failures = _train_runs(profile, spec, pending, jobs)
+        if failures:
+            raise ChildProcessError(f"{len(failures)} run(s) failed: {'; '.join(failures)}. Rerun to retry them.")
+        wall_clock_s = clock["total"]
+    else:  # the clock of the commands that trained the runs, if they kept one
+        wall_clock_s = json.loads(clock_file.read_text())["wall_clock_s"] if clock_file.is_file() else None
     record = aggregate_runs(
         {arm.name: [path for a, _, path in runs if a is arm] for arm in chosen},
         profile=profile,
         dataset_key=dataset_key,
         command=command,
-        wall_clock_s=clock["total"],
+        wall_clock_s=wall_clock_s,
         jobs=jobs,
         study=study,
     )
+    record["report_only"] = not train
     for arm in record["arms"].values():
         if not (Path(arm["best_run"]) / ATTENTION_IMAGE).is_file():
             draw_run_attention(Path(arm["best_run"]))

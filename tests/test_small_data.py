@@ -180,6 +180,10 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, t
     weightless = run_benchmark(profile, arms=["default", "impulse3"], runs_dir=runs, out_dir=out, command="x")
     assert weightless["arms"] == record["arms"]
     assert f"| `impulse3` | {entropy:.2f} ({entropy:.2f}) |" in (out / "results.md").read_text()
+    kept = runs / "impulse3-seed0" / "attention_entropy.json"  # figures kept for another run are not this run's
+    kept.write_text(json.dumps({**json.loads(kept.read_text()), "top1": -1.0}))
+    (entropies,) = run_benchmark(profile, arms=["impulse3"], runs_dir=runs, out_dir=out)["arms"].values()
+    assert entropies["attention_entropy"] == [None]
 
 
 @pytest.mark.slow
@@ -212,11 +216,19 @@ def test_report_only_writes_the_record_of_finished_runs_and_trains_nothing(tmp_p
         )
     assert not (tmp_path / "o").exists() and not (tmp_path / "default-seed2").exists()
 
-    record = run_benchmark(
-        profile, arms=["default"], seeds=[0, 1], runs_dir=tmp_path, out_dir=tmp_path / "o", train=False
-    )
+    def report() -> dict:
+        return run_benchmark(
+            profile, arms=["default"], seeds=[0, 1], runs_dir=tmp_path, out_dir=tmp_path / "o", train=False
+        )
+
+    record = report()
     assert record["arms"]["default"]["final_top1"] == [40.0, 42.0]
-    assert "**41.00 ± 1.41**" in (tmp_path / "o" / "results.md").read_text()
+    table = (tmp_path / "o" / "results.md").read_text()
+    assert "**41.00 ± 1.41**" in table and "Written from finished runs, training none" in table
+    assert record["wall_clock_s"] is None and "wall clock: not recorded" in table  # no clock kept: none made up
+    (tmp_path / "wall_clock.json").write_text('{"wall_clock_s": 300.0}')  # the clock of the commands that trained
+    assert report()["wall_clock_s"] == 300.0
+    assert json.loads((tmp_path / "wall_clock.json").read_text()) == {"wall_clock_s": 300.0}
 
 
 def test_a_finished_run_with_other_arguments_is_refused(tmp_path, monkeypatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 from pathlib import Path
@@ -36,19 +37,21 @@ def trained_attention_entropy(run_dir: Path, num_images: int = ENTROPY_IMAGES) -
     The figures are kept in the run folder (:data:`ATTENTION_ENTROPY`), so a run's record keeps them once its weights
     are gone: a lent GPU's runs come back without ``final/``, which is larger than a call carries back."""
     run_dir = Path(run_dir)
+    results = json.loads((run_dir / RUN_RESULTS).read_text())
+    whose = {"images": num_images, "split": results["split"], "top1": results["top1"]}  # the figures of this run
     kept = run_dir / ATTENTION_ENTROPY
-    if kept.is_file() and (record := json.loads(kept.read_text()))["images"] == num_images:
+    if kept.is_file() and (record := json.loads(kept.read_text())).items() >= whose.items():
         return record["per_block"]
     if not (run_dir / "final").is_dir():
         return None
-    results = json.loads((run_dir / RUN_RESULTS).read_text())
     model, *_ = load_model(str(run_dir / "final"))
     per_block = None
     if has_vit_attention(model):
         split = results["split"].split("[")[0]  # a held-out part, "train[held-out 0.1]", is read from its split
         images = load_images(results["dataset"], [model], num_images, split=split)[0]
         per_block = [round(ratio, 4) for ratio in attention_entropy(model, images)]
-    write_json(kept, {"images": num_images, "split": results["split"], "per_block": per_block})
+    with contextlib.suppress(OSError):  # a folder this process may not write to still gives its figures
+        write_json(kept, {**whose, "per_block": per_block})
     return per_block
 
 
@@ -109,8 +112,13 @@ def aggregate_runs(
         arms[name] = _arm_record(name, paths, results)
     if first is None:
         raise ValueError("no runs to aggregate")
-    reference = REFERENCE_ARMS[profile.family]
+    reference = REFERENCE_ARMS[profile.family]  # each arm against timm's own init, seed by seed, by the tie rule
     top1 = {name: dict(zip(arm["seeds"], arm["final_top1"], strict=True)) for name, arm in arms.items()}
+    versus = (
+        {name: paired_comparison(scores, top1[reference]) for name, scores in top1.items() if name != reference}
+        if reference in top1
+        else {}
+    )
     spec = profile.datasets[dataset_key]
     options = {key: value for key, value in first["args"].items() if key not in RUN_SPECIFIC_ARGS}
     return {
@@ -136,11 +144,7 @@ def aggregate_runs(
         "numerics": first.get("numerics"),  # threads and CPU kernels (runs before 0.3 did not record them)
         "arms": arms,
         "reference_arm": reference,
-        "vs_default": {  # each arm against timm's own init, seed by seed, judged by the tie rule
-            name: paired_comparison(scores, top1[reference]) for name, scores in top1.items() if name != reference
-        }
-        if reference in top1
-        else {},
+        "vs_default": versus,
     }
 
 
@@ -177,7 +181,7 @@ def _table(record: dict[str, Any]) -> list[str]:
 
 def versus_cells(versus: dict[str, Any] | None) -> tuple[str, str]:
     """The paired difference to timm's default (mean ± std over seeds) and the tie rule's verdict, for a table row;
-    dashes for the default itself."""
+    dashes where there is no comparison (the default itself, or no run of the default on the arm's seeds)."""
     if versus is None:
         return "–", "–"
     several = len(versus["seeds"]) > 1
@@ -280,7 +284,10 @@ def render_results_markdown(record: dict[str, Any]) -> str:
         record["command"] or "(not recorded)",
         "```",
         "",
-        "Rerun the same command to resume an interrupted benchmark: finished runs are kept.",
+        "Written from finished runs, training none (`--report-only`); without `--report-only`, the same command "
+        "trains the runs it names that are missing."
+        if record.get("report_only")
+        else "Rerun the same command to resume an interrupted benchmark: finished runs are kept.",
         "",
         *_recipe_lines(record),
         *_time_and_best_run_lines(record),
