@@ -31,7 +31,7 @@ from structinit_hf.train.errors import UsageError
 from structinit_hf.train.hub import ATTENTION_IMAGE
 from study.profiles import PROFILES
 from study.release import draw_run_attention, write_release_cards
-from study.small_data_runs import BENCHMARK_CLOCK, _wall_clock, check_finished_runs, train_one
+from study.small_data_runs import BENCHMARK_CLOCK, _wall_clock, check_finished_runs, kept_wall_clock, train_one
 
 __all__ = ["benchmark_parser", "main", "run_benchmark"]
 
@@ -88,8 +88,8 @@ def run_benchmark(
         if failures:
             raise ChildProcessError(f"{len(failures)} run(s) failed: {'; '.join(failures)}. Rerun to retry them.")
         wall_clock_s = clock["total"]
-    else:  # the clock of the commands that trained the runs, if they kept one
-        wall_clock_s = json.loads(clock_file.read_text())["wall_clock_s"] if clock_file.is_file() else None
+    else:
+        wall_clock_s = kept_wall_clock(clock_file)
     record = aggregate_runs(
         {arm.name: [path for a, _, path in runs if a is arm] for arm in chosen},
         profile=profile,

@@ -119,10 +119,15 @@ def train_one(settings: TrainingSettings, threads: int) -> tuple[int, float]:
     return code, elapsed
 
 
+def kept_wall_clock(path: Path) -> float | None:
+    """The benchmark's wall clock kept in ``path`` (every command that trained its runs, together), if any."""
+    return json.loads(path.read_text())["wall_clock_s"] if path.is_file() else None
+
+
 @contextmanager
 def _wall_clock(path: Path) -> Iterator[dict[str, float]]:
     """Add the time spent inside to the total kept in ``path``, even when interrupted (resumes add up)."""
-    clock = {"total": json.loads(path.read_text())["wall_clock_s"] if path.is_file() else 0.0}
+    clock = {"total": kept_wall_clock(path) or 0.0}
     start = time.perf_counter()
     try:
         yield clock

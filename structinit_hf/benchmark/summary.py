@@ -172,7 +172,7 @@ def _table(record: dict[str, Any]) -> list[str]:
             mean_std_text([c[-1] for c in curves]),
             f"**{mean_std_text(arm['final_top1'])}**",
             ", ".join(f"{v:.2f}" for v in arm["final_top1"]),
-            *versus_cells(record.get("vs_default", {}).get(name)),
+            *versus_cells(record["vs_default"].get(name)),
             f"{paper[name]:.2f}" if name in paper else "–",
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -184,13 +184,11 @@ def versus_cells(versus: dict[str, Any] | None) -> tuple[str, str]:
     dashes where there is no comparison (the default itself, or no run of the default on the arm's seeds)."""
     if versus is None:
         return "–", "–"
-    several = len(versus["seeds"]) > 1
-    difference = f"{versus['mean']:+.2f}" + (f" ± {versus['std']:.2f}" if several else "")
-    if not several:
+    seeds = len(versus["seeds"])
+    difference = f"{versus['mean']:+.2f}" + (f" ± {versus['std']:.2f}" if seeds > 1 else "")
+    if seeds == 1:
         return difference, "one seed: no verdict"
-    below = (
-        f"; {len(versus['seeds'])} seeds, below the bar of {CLAIM_SEEDS}" if len(versus["seeds"]) < CLAIM_SEEDS else ""
-    )
+    below = f"; {seeds} seeds, below the bar of {CLAIM_SEEDS}" if seeds < CLAIM_SEEDS else ""
     return difference, f"{versus['verdict']} (spread {versus['tolerance']:.2f}{below})"
 
 
