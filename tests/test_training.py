@@ -186,7 +186,10 @@ def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(cifar10_sample, tmp_p
 def test_bad_runs_are_refused(cifar10_sample, tmp_path) -> None:
     """Catches an indivisible batch passing, --resume pointing at a non-checkpoint, and a rerun silently
     overwriting a folder that holds a complete checkpoint or a finished run."""
-    with pytest.raises(ValueError, match="--batch-size 10 is not divisible by 1 processes x --grad-accum 4"):
+    with pytest.raises(
+        ValueError,
+        match=r"--batch-size 10 \(batch_size=10\) is not divisible by 1 processes x --grad-accum 4 \(grad_accum=4\)",
+    ):
         run(tiny_args(cifar10_sample, tmp_path / "a", "--batch-size", "10", "--grad-accum", "4"))
     with pytest.raises(ValueError, match="is not a checkpoint folder"):
         run(tiny_args(cifar10_sample, tmp_path / "b", "--resume", str(tmp_path)))

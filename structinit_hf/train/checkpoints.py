@@ -71,7 +71,10 @@ def find_checkpoint(output_dir: Path, resume: str) -> Path | None:
         return complete[-1] if complete else None
     path = Path(resume).expanduser()
     if not (path / TRAINER_STATE).is_file():
-        raise UsageError(f"--resume {resume!r} is not a checkpoint folder (no {TRAINER_STATE}); pass 'latest' or one")
+        raise UsageError(
+            f"--resume {resume!r} (resume={resume!r}) is not a checkpoint folder (no {TRAINER_STATE}); pass 'latest' "
+            "or one"
+        )
     return path
 
 

@@ -10,17 +10,22 @@ against the annotations of the function that takes them. How a command turns the
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import os
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import PurePath
 from typing import Any
 
 __all__ = [
     "INTERRUPTED_EXIT_STATUS",
     "USAGE_EXIT_STATUS",
     "USER_ERRORS",
+    "SettingTypeError",
     "UsageError",
+    "check_field_types",
     "check_kwarg_types",
     "did_you_mean",
 ]
@@ -33,6 +38,11 @@ INTERRUPTED_EXIT_STATUS = 130  # a shell's status for a command stopped by SIGIN
 
 class UsageError(ValueError):
     """A value the user gave (flag, keyword, file) that cannot work; the message says what is allowed."""
+
+
+class SettingTypeError(UsageError, TypeError):
+    """A setting of the wrong type (``epochs=True``, ``lr="1e-3"``): a ``TypeError`` to Python, a user error to the
+    commands."""
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, FloatingPointError)
@@ -51,6 +61,8 @@ def _accepts(value: Any, hint: Any) -> bool:
         return any(_accepts(value, arm) for arm in args)
     if origin is typing.Literal:
         return value in args
+    if origin is dict or hint is dict:
+        return isinstance(value, Mapping) and (not args or all(_accepts(key, args[0]) for key in value))
     if origin in (tuple, list):
         if not isinstance(value, (tuple, list)):
             return False
@@ -65,6 +77,10 @@ def _accepts(value: Any, hint: Any) -> bool:
         return isinstance(value, hint)
     if hint is float:
         return isinstance(value, (int, float))
+    if isinstance(hint, type) and issubclass(hint, PurePath):
+        return isinstance(value, (str, os.PathLike))
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, hint)
     return True  # a callable, a class, a tensor ...: not something a command line spells
 
 
@@ -75,6 +91,10 @@ def _describe(hint: Any) -> str:
         return " or ".join(_describe(arm) for arm in args)
     if origin is typing.Literal:
         return "one of " + ", ".join(map(repr, args))
+    if origin is dict or hint is dict:
+        return f"a dict with {_describe(args[0])} keys" if args else "a dict"
+    if isinstance(hint, type) and issubclass(hint, PurePath):
+        return "a path (str or Path)"
     if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
         return f"a list of {_describe(args[0])}" if args else "a list"
     if origin is tuple:
@@ -93,3 +113,19 @@ def check_kwarg_types(kwargs: Mapping[str, Any], hints: Mapping[str, Any], flag:
             hint = hint | int | tuple[int, int]
         if not _accepts(value, hint):
             raise UsageError(f"{flag} {name}={value!r}: {name} takes {_describe(hints[name])}")
+
+
+def check_field_types(settings: Any, flag: Callable[[str], str | None] = lambda name: None) -> None:
+    """Raise :class:`SettingTypeError` for the first field of the dataclass ``settings`` whose value does not fit its
+    annotation, naming the field, its command-line flag (``flag(name)``, where it has one), the value and what is
+    allowed: a bool is no number, a str no number, a float no int, a list no dict."""
+    hints = typing.get_type_hints(type(settings))
+    for item in dataclasses.fields(settings):
+        value = getattr(settings, item.name)
+        if not _accepts(value, hints[item.name]):
+            where = f" ({flag(item.name)})" if flag(item.name) else ""
+            kind = type(value).__name__
+            raise SettingTypeError(
+                f"{item.name}={value!r}{where}: not allowed ({'an' if kind[0] in 'aeiou' else 'a'} {kind}); "
+                f"allowed: {_describe(hints[item.name])}"
+            )

@@ -184,7 +184,10 @@ def _resume_checkpoint(output_dir: Path, resume: str | None) -> Path | None:
     """
     output_dir = Path(output_dir)
     if resume is None and complete_checkpoints(output_dir):
-        raise UsageError(f"{output_dir} already holds checkpoints; pass --resume latest or another --output-dir")
+        raise UsageError(
+            f"{output_dir} already holds checkpoints; pass --resume latest (resume=\"latest\") or another "
+            "--output-dir (output_dir)"
+        )
     checkpoint = find_checkpoint(output_dir, resume) if resume is not None else None
     if checkpoint is None and (output_dir / "results.json").is_file():
         raise UsageError(
@@ -286,7 +289,7 @@ def acquire_run_lock(output_dir: Path) -> RunLock:
             os.close(fd)
             raise UsageError(
                 f"{output_dir} is in use by a live training run, {_holder(path)}; wait for it to finish or stop it "
-                f"(kill <pid>), then rerun with --resume latest, or pass another --output-dir"
+                f"(kill <pid>), then rerun with --resume latest (resume=\"latest\"), or pass another --output-dir"
             ) from None
         try:
             same_file = os.stat(path).st_ino == os.fstat(fd).st_ino

@@ -10,6 +10,9 @@ command line (:mod:`.args` builds these from argv) and ``compare`` describe a ru
     settings = TrainingSettings().with_flags(epochs=1, max_train_samples=64, model_kwargs={"depth": 1})
     record = run(settings)  # record.top1, record.output_dir, record.results (its results.json)
 
+Every field's value is checked against its annotation when the settings are made (the constructors and ``with_flags``
+alike): ``epochs=True``, ``lr="1e-3"``, ``epochs=1.5`` or ``model_kwargs=["depth=1"]`` is one ``TypeError`` naming the
+setting, its flag, the value and what is allowed, before anything runs (:mod:`.settings_checks` checks the ranges).
 What the device and the memory plan decide for the fields left ``None`` is recorded beside them, never written back.
 This module imports nothing heavier than the standard library.
 """
@@ -20,6 +23,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+from .errors import check_field_types
 
 __all__ = [
     "INPUT_PIPELINES",
@@ -46,8 +51,25 @@ def dataset_source(value: str) -> str:
     return str(SAMPLE_DATASETS[value]) if value in SAMPLE_DATASETS else value
 
 
+def flag_of(name: str) -> str:
+    """The ``train`` flag of a setting: ``--`` and its name with dashes (``model_kwargs`` -> ``--model-kwargs``)."""
+    return "--" + name.replace("_", "-")
+
+
+class _Flags:
+    """A group of flags: each field's type checked against its annotation as the group is made, then lists frozen
+    into tuples and dicts copied (a frozen dataclass is frozen only one level deep)."""
+
+    def __post_init__(self) -> None:
+        check_field_types(self, flag_of)
+        for item in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, item.name)
+            if isinstance(value, (list, dict)):
+                object.__setattr__(self, item.name, tuple(value) if isinstance(value, list) else dict(value))
+
+
 @dataclass(frozen=True)
-class ModelSettings:
+class ModelSettings(_Flags):
     """Which network: a timm name, a checkpoint folder or a Hub id, and its builder keywords."""
 
     model: str = "vit_tiny_impulse3"
@@ -57,7 +79,7 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
-class DataSettings:
+class DataSettings(_Flags):
     """Which dataset, its columns, and which rows train, validate and are scored."""
 
     dataset: str = "cifar10-sample"
@@ -72,11 +94,12 @@ class DataSettings:
     skip_bad_images: bool = False
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "dataset", dataset_source(self.dataset))  # the folder of an embedded sample
 
 
 @dataclass(frozen=True)
-class Recipe:
+class Recipe(_Flags):
     """Batch, optimizer, schedule, augmentation and EMA: what decides the trained weights (the paper's CIFAR recipe)."""
 
     epochs: int = 200
@@ -113,7 +136,7 @@ class Recipe:
 
 
 @dataclass(frozen=True)
-class Speed:
+class Speed(_Flags):
     """How fast it runs; None is left to the device (:func:`structinit_hf.train.prepare.device_defaults`)."""
 
     workers: int | None = None
@@ -124,7 +147,7 @@ class Speed:
 
 
 @dataclass(frozen=True)
-class RunSettings:
+class RunSettings(_Flags):
     """Where the run writes, its seed, checkpoints, resume and logging."""
 
     output_dir: Path | None = None
@@ -135,16 +158,12 @@ class RunSettings:
     report_to: str = "none"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.output_dir is not None:
             object.__setattr__(self, "output_dir", Path(self.output_dir))
 
 
 _GROUPS = {"model": ModelSettings, "data": DataSettings, "recipe": Recipe, "speed": Speed, "run": RunSettings}
-
-
-def _frozen_value(value: Any) -> Any:
-    """A flag's value as the settings keep it: lists become tuples, dicts a copy (frozen is shallow)."""
-    return tuple(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
 
 
 @dataclass(frozen=True)
@@ -157,6 +176,9 @@ class TrainingSettings:
     recipe: Recipe = field(default_factory=Recipe)
     speed: Speed = field(default_factory=Speed)
     run: RunSettings = field(default_factory=RunSettings)
+
+    def __post_init__(self) -> None:
+        check_field_types(self)
 
     @classmethod
     def flag_names(cls) -> dict[str, str]:
@@ -172,7 +194,7 @@ class TrainingSettings:
             raise TypeError(f"not training flags: {', '.join(unknown)}; allowed: {', '.join(owners)}")
         changes: dict[str, dict[str, Any]] = {}
         for name, value in flags.items():
-            changes.setdefault(owners[name], {})[name] = _frozen_value(value)
+            changes.setdefault(owners[name], {})[name] = value
         return replace(self, **{group: replace(getattr(self, group), **values) for group, values in changes.items()})
 
     def flags(self, **resolved: Any) -> dict[str, Any]:

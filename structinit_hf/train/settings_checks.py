@@ -23,12 +23,18 @@ MAX_BATCH = 2**20  # images per optimizer step: far beyond any recipe
 MAX_SEED = 2**32 - 1  # numpy's seed range (accelerate's set_seed seeds numpy too)
 
 
-def _out_of_range(flag: str, value: Any, allowed: str) -> UsageError:
-    return UsageError(f"--{flag} {value}: out of range; allowed: {allowed}")
+def _named(flag: str, value: Any, shown: str | None = None) -> str:
+    """``--lr 0.0 (lr=0.0)``: a value as the command line and the settings both spell it."""
+    return f"--{flag} {value if shown is None else shown} ({flag.replace('-', '_')}={value!r})"
+
+
+def _out_of_range(flag: str, value: Any, allowed: str, shown: str | None = None) -> UsageError:
+    return UsageError(f"{_named(flag, value, shown)}: out of range; allowed: {allowed}")
 
 
 def check_run_args(settings: TrainingSettings, num_processes: int) -> None:
-    """Refuse, in one line naming the flag, its value and what is allowed, any value that cannot work."""
+    """Refuse, in one line naming the flag and the setting, its value and what is allowed, any value that cannot
+    work."""
     data, recipe, speed, run = settings.data, settings.recipe, settings.speed, settings.run
     positive = (
         ("epochs", recipe.epochs), ("batch-size", recipe.batch_size), ("grad-accum", recipe.grad_accum),
@@ -64,23 +70,27 @@ def check_run_args(settings: TrainingSettings, num_processes: int) -> None:
             raise _out_of_range(flag, value, allowed)
     low, high = recipe.scale
     if not 0 < low <= high <= 1:
-        raise _out_of_range("scale", f"{low:g} {high:g}", "MIN MAX with 0 < MIN <= MAX <= 1 (area fractions)")
+        allowed = "MIN MAX with 0 < MIN <= MAX <= 1 (area fractions)"
+        raise _out_of_range("scale", recipe.scale, allowed, f"{low:g} {high:g}")
     low, high = recipe.ratio
     if not 0 < low <= high:
-        raise _out_of_range("ratio", f"{low:g} {high:g}", "MIN MAX with 0 < MIN <= MAX (aspect ratios)")
+        raise _out_of_range("ratio", recipe.ratio, "MIN MAX with 0 < MIN <= MAX (aspect ratios)", f"{low:g} {high:g}")
     _check_auto_augment(recipe.aa)
     if run.report_to == "tensorboard" and find_spec("tensorboard") is None:  # accelerate would drop it silently
-        raise ModuleNotFoundError("--report-to tensorboard: tensorboard is not installed", name="tensorboard")
+        raise ModuleNotFoundError(
+            f"{_named('report-to', 'tensorboard')}: tensorboard is not installed", name="tensorboard"
+        )
     if recipe.opt.lower() not in timm.optim.list_optimizers():
         names = timm.optim.list_optimizers()
         raise UsageError(
-            f"--opt {recipe.opt!r}: not a timm optimizer{did_you_mean(recipe.opt, names)}; e.g. adamw, sgd"
+            f"{_named('opt', recipe.opt, repr(recipe.opt))}: not a timm optimizer{did_you_mean(recipe.opt, names)}; "
+            "e.g. adamw, sgd"
         )
     per_process, remainder = divmod(recipe.batch_size, num_processes * (recipe.grad_accum or 1))
     if remainder:
-        accumulation = f" x --grad-accum {recipe.grad_accum}" if recipe.grad_accum else ""
+        accumulation = f" x {_named('grad-accum', recipe.grad_accum)}" if recipe.grad_accum else ""
         raise UsageError(
-            f"--batch-size {recipe.batch_size} is not divisible by {num_processes} processes{accumulation}; "
+            f"{_named('batch-size', recipe.batch_size)} is not divisible by {num_processes} processes{accumulation}; "
             "the global batch must split into equal micro-batches"
         )
     if (recipe.mixup or recipe.cutmix) and recipe.grad_accum and per_process % 2:
@@ -100,7 +110,7 @@ def _check_auto_augment(policy: str) -> None:
         build(policy, dict(translate_const=10, img_mean=(124, 116, 104)))
     except (AssertionError, KeyError, ValueError, IndexError) as error:
         raise UsageError(
-            f"--aa {policy!r}: not a timm auto-augment policy ({error}); allowed: none, "
+            f"{_named('aa', policy, repr(policy))}: not a timm auto-augment policy ({error}); allowed: none, "
             "rand-m<M>[-n<N>][-mstd<S>][-inc<0|1>] (e.g. rand-m9-mstd0.5), augmix-m<M>[-w<W>][-d<D>], original, "
             "originalr, v0, v0r, 3a"
         ) from None
