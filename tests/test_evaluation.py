@@ -97,7 +97,7 @@ def test_timm_model_uses_timm_data_config():
 def test_unknown_model_keyword_names_the_nearest_before_reading_data(tmp_path, capsys):
     """Catches timm's bare TypeError (no suggestion, a traceback), and the dataset being read before the model
     is checked: the dataset named here does not exist, so reading it first would report that instead."""
-    argv = ["--model", "vit_tiny_impulse3", "--model-kwargs", "kernal_size=5", "depth=1"]
+    argv = ["--model", "vit_tiny_impulse3", "--allow-untrained", "--model-kwargs", "kernal_size=5", "depth=1"]
     argv += ["--dataset", str(tmp_path / "missing"), "--output", str(tmp_path / "r.json")]
     assert run_script(evaluation_parser(), run_evaluation, argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -183,3 +183,66 @@ def test_every_record_says_what_changes_its_numbers(monkeypatch):
         assert recorded["cpu"].startswith("family ") and " model " in recorded["cpu"]
     assert recorded["deterministic_algorithms"] is False
     assert {"torch", "timm", "torchvision", "numpy", "pillow"} <= set(library_versions())
+
+
+def test_evaluate_needs_a_model_and_refuses_untrained_weights_before_reading_data(tmp_path, monkeypatch, capsys):
+    """Catches evaluate scoring a fresh vit_tiny_impulse3 (the old default --model, or any timm name) and calling it
+    a result: no --model is argparse's usage error; a timm name is one line naming it and --allow-untrained, before
+    the data (which does not exist here) is read; nothing is written, in the cwd or elsewhere."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        evaluation_parser().parse_args(["--dataset", "cifar10-sample"])
+    assert stop.value.code == 2 and "the following arguments are required: --model" in capsys.readouterr().err
+    argv = ["--model", "vit_tiny_impulse3", "--dataset", str(tmp_path / "missing")]
+    assert run_script(evaluation_parser(), run_evaluation, argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: --model vit_tiny_impulse3: a timm name builds fresh, untrained weights; pass the trained model (a "
+        "run's final/ folder, hf-hub:<repo> or a transformers Hub id), or --allow-untrained to score the untrained "
+        "network as a baseline"
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_untrained_score_says_so_and_needs_a_place_for_its_record(tmp_path, monkeypatch, capsys):
+    """Catches --allow-untrained scoring silently (the line and the record must say untrained), and a model with no
+    folder writing its record into whatever folder the user stands in."""
+    from tiny_runs import synthetic_dataset
+
+    monkeypatch.chdir(tmp_path)
+    dataset = synthetic_dataset(tmp_path / "data")
+    tiny = ["--model-kwargs", "depth=1", "embed_dim=32", "num_heads=2"]
+    argv = ["--model", "vit_tiny_patch16_224", *tiny, "--allow-untrained", "--dataset", str(dataset)]
+    capsys.readouterr()
+    assert run_script(evaluation_parser(), run_evaluation, argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: --model vit_tiny_patch16_224: not a local folder, so the record has no folder to go beside; pass "
+        "--output FILE"
+    ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]
+    assert run_script(evaluation_parser(), run_evaluation, [*argv, "--output", str(tmp_path / "e.json")]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    assert printed.startswith("vit_tiny_patch16_224 (untrained: fresh weights) on "), printed
+    assert json.loads((tmp_path / "e.json").read_text())["untrained"] is True
+
+
+def test_the_record_goes_beside_the_model_folder_not_into_the_cwd(cropping_checkpoint, tmp_path, monkeypatch):
+    """Catches evaluation.json written into whatever folder the user stands in (the old default --output)."""
+    features = datasets.Features({"img": datasets.Image(), "label": datasets.ClassLabel(names=["a", "b", "c"])})
+    rows = {"img": _images(3), "label": [0, 1, 2]}
+    datasets.Dataset.from_dict(rows, features=features).save_to_disk(tmp_path / "data")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    record = run_evaluation(
+        evaluation_parser().parse_args(
+            ["--model", str(cropping_checkpoint), "--dataset", str(tmp_path / "data"), "--split", "train"]
+        )
+    )
+    assert list(elsewhere.iterdir()) == [] and not (cropping_checkpoint / "evaluation.json").exists()
+    saved = json.loads((cropping_checkpoint.parent / "evaluation.json").read_text())
+    assert (
+        saved == record
+        and saved["untrained"] is False
+        and saved["args"]["output"] == str(cropping_checkpoint.parent / "evaluation.json")
+    )

@@ -270,7 +270,7 @@ def test_max_eval_samples_scores_every_class_of_a_folder_sorted_by_class(tmp_pat
 
 def test_evaluate_on_a_flat_folder_names_the_split_that_fits(tmp_path, capsys):
     root = _folder(tmp_path / "photos", {"cat/1.png": 1, "dog/2.png": 2})
-    status = main(["evaluate", "--model", "vit_tiny_impulse3", *TINY, "--dataset", str(root),
+    status = main(["evaluate", "--model", "vit_tiny_impulse3", "--allow-untrained", *TINY, "--dataset", str(root),
                    "--output", str(tmp_path / "e.json")])  # fmt: skip
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert status == 2 and len(errors) == 1 and "--eval-split train" in errors[0], errors

@@ -59,7 +59,9 @@ def _train(*extra: str):
 
 
 def _evaluate(*extra: str):
-    return lambda paths, out: [*TINY_MODEL, "--dataset", str(paths.dataset), "--output", str(out / "r.json"), *extra]
+    return lambda paths, out: [
+        *TINY_MODEL, "--allow-untrained", "--dataset", str(paths.dataset), "--output", str(out / "r.json"), *extra
+    ]  # fmt: skip
 
 
 UNREACHABLE_HUB = {"HF_ENDPOINT": "http://127.0.0.1:9", "HF_TOKEN": "hf_not_a_real_token", "HF_HUB_OFFLINE": None}

@@ -72,13 +72,17 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per training process")
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model flags shared by ``train.py`` and ``evaluate.py``."""
+def add_model_arguments(parser: argparse.ArgumentParser, evaluation: bool = False) -> None:
+    """The model flags shared by ``train.py`` and ``evaluate.py``; ``evaluate`` has no default model (it scores a
+    trained one)."""
     group = parser.add_argument_group("model")
     group.add_argument(
         "--model",
-        default="vit_tiny_impulse3",
-        help="timm name, local checkpoint folder, hf-hub:<repo> or a transformers Hub id",
+        **(dict(required=True) if evaluation else dict(default="vit_tiny_impulse3")),
+        help="the trained model: local checkpoint folder (a run's final/), hf-hub:<repo> or a transformers Hub id; a "
+        "timm name scores fresh weights, refused without --allow-untrained (required)"
+        if evaluation
+        else "timm name, local checkpoint folder, hf-hub:<repo> or a transformers Hub id",
     )
     group.add_argument(
         "--model-kwargs",
@@ -101,7 +105,12 @@ def evaluation_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         allow_abbrev=False, description="Score an image classifier on one split of a dataset."
     )
-    add_model_arguments(parser)
+    add_model_arguments(parser, evaluation=True)
+    parser.add_argument(
+        "--allow-untrained",
+        action="store_true",
+        help="score a timm name's fresh, untrained weights (a baseline); the output and the record say untrained",
+    )
     add_dataset_arguments(parser)
     _add_split_arguments(parser, evaluation=True)
     parser.add_argument("--batch-size", type=int, default=256, help="images per process and batch")
@@ -109,8 +118,9 @@ def evaluation_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output",
         type=Path,
-        default=Path("evaluation.json"),
-        help="where to write the record (never a training run's own results.json)",
+        default=None,
+        help="where to write the record (never a training run's own results.json); default: evaluation.json beside "
+        "the model folder (a run's final/ -> the run folder); required for a model that is no local folder",
     )
     return parser
 

@@ -42,6 +42,8 @@ from .models import (
 from .tensor_data import decode_split
 
 __all__ = [
+    "EVALUATION_FILE",
+    "builds_untrained",
     "evaluate",
     "library_versions",
     "numerics",
@@ -171,8 +173,34 @@ def results_record(
     }
 
 
+EVALUATION_FILE = "evaluation.json"  # the record's name beside the model folder (the default --output)
+
+
+def builds_untrained(source: str) -> bool:
+    """Whether ``--model source`` builds fresh weights: a timm name (no local folder of that name, no ``hf-hub:``)."""
+    return not Path(source).expanduser().is_dir() and not source.startswith("hf-hub:") and timm.is_model(source)
+
+
+def _record_path(args: argparse.Namespace) -> Path:
+    """``--output``, else :data:`EVALUATION_FILE` beside the model folder (a run's ``final/``: in the run folder)."""
+    if args.output is not None:
+        return Path(args.output)
+    folder = Path(args.model).expanduser()
+    if not folder.is_dir():
+        raise UsageError(
+            f"--model {args.model}: not a local folder, so the record has no folder to go beside; pass --output FILE"
+        )
+    return folder.resolve().parent / EVALUATION_FILE
+
+
 def _check_evaluation_args(args: argparse.Namespace, accelerator: Accelerator) -> None:
     """Refuse, in one line naming the flag, its value and what is allowed, a value ``evaluate.py`` cannot use."""
+    if builds_untrained(args.model) and not args.allow_untrained:
+        raise UsageError(
+            f"--model {args.model}: a timm name builds fresh, untrained weights; pass the trained model (a run's "
+            "final/ folder, hf-hub:<repo> or a transformers Hub id), or --allow-untrained to score the untrained "
+            "network as a baseline"
+        )
     for flag, value, allowed in (
         ("batch-size", args.batch_size, 1),
         ("max-eval-samples", args.max_eval_samples, 1),
@@ -180,11 +208,11 @@ def _check_evaluation_args(args: argparse.Namespace, accelerator: Accelerator) -
     ):
         if value is not None and value < allowed:
             raise UsageError(f"--{flag} {value}: out of range; allowed: an integer >= {allowed}")
-    output = Path(args.output)
+    output = Path(args.output or EVALUATION_FILE)
     if output.name == "results.json" and any((output.parent / name).exists() for name in ("metrics.jsonl", "final")):
         raise UsageError(
             f"--output {output}: that is the training run's own record in {output.parent}; pass another file "
-            "(default: evaluation.json)"
+            f"(default: {EVALUATION_FILE} beside the model folder)"
         )
     if accelerator.mixed_precision == "fp16" and accelerator.device.type == "cpu":
         raise UsageError(
@@ -247,10 +275,12 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
     """Score ``args.model`` on ``args.eval_split`` of ``args.dataset``; write and return the results record."""
     accelerator = Accelerator(mixed_precision=args.mixed_precision)
     _check_evaluation_args(args, accelerator)
+    untrained = builds_untrained(args.model)
     start = time.perf_counter()
     model, init, _ = load_model(  # built (and its keywords checked) before any data is read
         args.model, model_kwargs=args.model_kwargs, trust_remote_code=args.trust_remote_code
     )
+    output = _record_path(args)
     trained = _previous_training(args.model)
     splits = _evaluation_splits(args, trained)
     data = load_image_classification(
@@ -284,7 +314,8 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
     model, loader = accelerator.prepare(model, eval_dataloader(images, args.batch_size, args.workers))
     metrics = evaluate(model, loader, accelerator)
     record = results_record(
-        {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
+        {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()}
+        | {"output": str(output)},
         init=init or trained.get("init", {}),
         split=data.evaluation_split,
         label_names=data.label_names,
@@ -294,11 +325,13 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
         wall_time_s=time.perf_counter() - start,
     )
     record["peak_gpu_memory_mb"] = peak_gpu_memory_mb(accelerator.device)
+    record["untrained"] = untrained  # a timm name's fresh weights, scored as a baseline (--allow-untrained)
     if accelerator.is_main_process:
-        write_json(args.output, record)
+        write_json(output, record)
         accelerator.print(
-            f"{args.model} on {args.dataset} [{data.evaluation_split}]: top-1 {metrics['top1']:.2f}%  "
-            f"top-5 {metrics['top5']:.2f}%  ({metrics['num_samples']} images) -> {args.output}"
+            f"{args.model}{' (untrained: fresh weights)' if untrained else ''} on {args.dataset} "
+            f"[{data.evaluation_split}]: top-1 {metrics['top1']:.2f}%  top-5 {metrics['top5']:.2f}%  "
+            f"({metrics['num_samples']} images) -> {output}"
         )
     accelerator.end_training()
     return record
