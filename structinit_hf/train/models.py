@@ -22,7 +22,7 @@ import torch
 import transformers
 from huggingface_hub import is_offline_mode
 from safetensors import SafetensorError, safe_open
-from timm.data import resolve_model_data_config
+from timm.data import resolve_input_data_config
 from torch import nn
 
 from ..init.options import IMPULSE_KWARGS
@@ -91,7 +91,7 @@ def _processor_data_config(processor: Any | None, model: transformers.PreTrained
     """
     channels, side = getattr(model.config, "num_channels", 3), getattr(model.config, "image_size", 224)
     if processor is None and hasattr(model, "timm_model"):  # a TimmWrapper saved without a data cfg: timm's own
-        return resolve_model_data_config(model.timm_model)
+        return resolve_input_data_config(model.timm_model)
     if processor is None:
         return {
             "input_size": (channels, side, side),
@@ -405,10 +405,10 @@ def check_label_names(model: nn.Module, dataset: str, label_names: list[str], al
 
 
 def model_data_config(model: nn.Module) -> dict[str, Any]:
-    """Input size, mean, std, interpolation and crop of ``model`` (timm's data config)."""
+    """Input size, mean, std, interpolation and crop of ``model`` as built (timm's; its own img_size, in_chans)."""
     if isinstance(model, ClassifierLogits):
         return dict(model.data_config)
-    return resolve_model_data_config(model)
+    return resolve_input_data_config(model)
 
 
 def eval_transform(model: nn.Module) -> Callable[[Any], torch.Tensor]:
