@@ -6,6 +6,7 @@ The algorithms live in :mod:`.impulse`, :mod:`.solvers`, :mod:`.token_mixing` an
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,12 +15,23 @@ import torch
 from torch import nn
 
 from . import impulse, solvers, token_mixing
+from .check import InitRefused, attention_blocks, block_patterns, require_pattern
 from .common import seeded_generator
-from .layouts import MixerLayout, SwinLayout, ViTLayout, mixer_layout, model_family, swin_layout, vit_layout
+from .layouts import (
+    AttentionSlot,
+    MixerLayout,
+    SwinLayout,
+    ViTLayout,
+    mixer_layout,
+    model_family,
+    swin_layout,
+    vit_layout,
+)
 from .mimetic import mimetic_qk, mimetic_vo
 from .options import ImpulseOptions, MixerImpulseOptions, SwinImpulseOptions, init_settings
+from .relative_layouts import RelativeLayout, relative_layout
 
-__all__ = ["apply_structured_init", "impulse_block_targets"]
+__all__ = ["InitRefused", "apply_structured_init", "impulse_block_targets", "init_refusal"]
 
 
 def _content_basis(layout: ViTLayout) -> torch.Tensor:
@@ -65,8 +77,9 @@ def _solver_options(
     return dict(seed=options.seed)
 
 
-def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> list[list[list[int]]]:
-    """Write the impulse init into ``layout``; returns the ``[dy, dx]`` of every head, per block (plain ints)."""
+def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> tuple[list[list[list[int]]], torch.Tensor]:
+    """Write the impulse init into ``layout``; returns the ``[dy, dx]`` of every head, per block (plain ints), and
+    the pseudo input the solve read (``N x D``)."""
     device = layout.patch_weight.device if not layout.patch_weight.is_meta else torch.device("cpu")
     heads = {(slot.num_heads, slot.head_dim) for slot in layout.attentions}
     if len(heads) != 1:
@@ -105,7 +118,7 @@ def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> list[list[list
         slot.write_qk(q[index if options.per_layer else 0], k[index if options.per_layer else 0])
     if options.value_init == "mimetic":
         _apply_mimetic_vo(layout, options.seed)
-    return [shifts.tolist() for shifts in block_shifts]
+    return [shifts.tolist() for shifts in block_shifts], x
 
 
 def impulse_block_targets(model: nn.Module, shifts: list[list[list[int]]] | None = None) -> list[torch.Tensor]:
@@ -120,7 +133,8 @@ def impulse_block_targets(model: nn.Module, shifts: list[list[list[int]]] | None
             f"{type(model).__name__} records no impulse shifts (structinit_shifts): it was not built with impulse "
             "init; pass the shifts of one that was"
         )
-    grid = vit_layout(model).grid_size
+    relative = relative_layout(model)
+    grid = relative.grid_size if relative is not None else vit_layout(model).grid_size
     return [impulse.impulse_targets(grid, torch.tensor(block, dtype=torch.long)) for block in shifts]
 
 
@@ -133,10 +147,10 @@ def _apply_mimetic_vo(layout: ViTLayout, seed: int) -> None:
         slot.write_vo(*mimetic_vo(layout.dim, slot.num_heads * slot.head_dim, seed=_layer_seed(seed, index)))
 
 
-def _apply_mimetic(layout: ViTLayout, seed: int) -> None:
-    for index, slot in enumerate(layout.attentions):
-        slot.write_qk(*mimetic_qk(layout.dim, slot.num_heads, slot.head_dim, seed=_layer_seed(seed, index)))
-    _apply_mimetic_vo(layout, seed)
+def _apply_mimetic(slots: list[AttentionSlot], seed: int) -> None:
+    for index, slot in enumerate(slots):
+        slot.write_qk(*mimetic_qk(slot.dim, slot.num_heads, slot.head_dim, seed=_layer_seed(seed, index)))
+        slot.write_vo(*mimetic_vo(slot.dim, slot.num_heads * slot.head_dim, seed=_layer_seed(seed, index)))
 
 
 def _draw_shifts(counts: list[int], kernel_size: int, seed: int, per_layer: bool, order: str) -> list[torch.Tensor]:
@@ -173,6 +187,24 @@ def _apply_swin_mimetic(layout: SwinLayout, seed: int) -> None:
         attn, layer_seed = slot.attention, _layer_seed(seed, index)
         attn.write_qk(*mimetic_qk(slot.dim, attn.num_heads, attn.head_dim, seed=layer_seed))
         attn.write_vo(*mimetic_vo(slot.dim, attn.num_heads * attn.head_dim, seed=layer_seed))
+
+
+def _apply_relative_impulse(layout: RelativeLayout, options: SwinImpulseOptions) -> list[list[list[int]]]:
+    """Write each head's impulse into its block's relative position term (a bias table or MLP, or a rotary head's
+    query/key biases); a bias shared by every block takes block 0's shifts, recorded for every block."""
+    counts = [slot.attention.num_heads for slot in layout.attentions]
+    per_layer = options.per_layer and layout.shared is None
+    drawn = _draw_shifts(counts, options.kernel_size, options.seed, per_layer, options.shift_order)
+    impulse.validate_kernel_size(options.kernel_size, layout.grid_size)
+    if layout.shared is not None:
+        layout.shared(drawn[0], options.sharpness)
+    for index, (slot, shifts) in enumerate(zip(layout.attentions, drawn, strict=True)):
+        if slot.write_impulse is not None:
+            slot.write_impulse(shifts, options.sharpness)
+        if options.value_init == "mimetic":
+            attn, seed = slot.attention, _layer_seed(options.seed, index)
+            attn.write_vo(*mimetic_vo(attn.dim, attn.num_heads * attn.head_dim, seed=seed))
+    return [shifts.tolist() for shifts in drawn]
 
 
 def _apply_mixer_impulse(layout: MixerLayout, options: MixerImpulseOptions) -> list[list[list[int]]]:
@@ -220,6 +252,73 @@ def _init_defaults() -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
+def _family(model: nn.Module) -> tuple[str, RelativeLayout | None]:
+    """Which init family ``model`` is (:data:`~.options.FAMILIES`), and its relative layout where it has one."""
+    relative = relative_layout(model)
+    return (relative.kind, relative) if relative is not None else (model_family(model), None)
+
+
+def _check_impulse(
+    model: nn.Module, grid: tuple[int, int], tokens: torch.Tensor, prefix_tokens: list[torch.Tensor] | None = None
+) -> None:
+    """Measure the written pattern per block (``model.structinit_check``) and refuse where it falls short."""
+    if any(p.is_meta for p in model.parameters()) or not attention_blocks(model):
+        return
+    prefix = torch.stack(prefix_tokens) if prefix_tokens else None
+    model.structinit_check = block_patterns(model, model.structinit_shifts, grid, tokens, prefix)
+    require_pattern(model, model.structinit_check)
+
+
+def _apply(model: nn.Module, method: str, family: str, relative: RelativeLayout | None, settings: dict,
+           options: dict) -> None:  # fmt: skip
+    if family == "swin":
+        layout = swin_layout(model)
+        if method == "impulse":
+            model.structinit_shifts = _apply_swin_impulse(layout, SwinImpulseOptions(**options))
+        else:
+            _apply_swin_mimetic(layout, settings["seed"])
+    elif family == "mixer":
+        model.structinit_shifts = _apply_mixer_impulse(mixer_layout(model), MixerImpulseOptions(**options))
+    elif relative is not None and method == "impulse":
+        model.structinit_shifts = _apply_relative_impulse(relative, SwinImpulseOptions(**options))
+        dim = relative.attentions[0].attention.dim
+        tokens = impulse.pseudo_input(relative.grid_size, dim, "gaussian", settings["seed"])
+        _check_impulse(model, relative.grid_size, tokens)
+    elif relative is not None:
+        _apply_mimetic([slot.attention for slot in relative.attentions], settings["seed"])
+    elif method == "impulse":
+        layout = vit_layout(model)
+        if layout.write_position_code is None:
+            raise InitRefused(
+                model, "has no absolute position embedding, relative position bias or rotary query/key bias for "
+                "the impulse init to write its pattern into"
+            )  # fmt: skip
+        model.structinit_shifts, tokens = _apply_impulse(layout, ImpulseOptions(**options))
+        _check_impulse(model, layout.grid_size, tokens, layout.prefix_tokens)
+    else:
+        _apply_mimetic(vit_layout(model).attentions, settings["seed"])
+
+
+def init_refusal(model: nn.Module, method: str = "impulse", **options) -> str | None:
+    """Why ``model`` refuses init ``method`` with ``options`` (the one-line message), or ``None`` where it takes it.
+
+    Runs the init on a copy of ``model`` (its self-check included); ``model`` is not touched. A bad option is still an
+    error (``ValueError``), not a refusal.
+    """
+    if method == "default":
+        return None
+    try:
+        family, _ = _family(model)
+    except ValueError as error:
+        return str(error)
+    init_settings(method, options, family)  # a bad option is the caller's error, raised here
+    try:
+        apply_structured_init(copy.deepcopy(model), method, **options)
+    except InitRefused as error:
+        return str(error)
+    return None
+
+
 def apply_structured_init(model: nn.Module, method: str = "impulse", **options) -> nn.Module:
     """Initialize the attention (or token mixing) of a timm or transformers ViT, a timm Swin Transformer or a timm
     MLP-Mixer in place and return it.
@@ -229,25 +328,31 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     keyword options are the fields of the family's options: :class:`ImpulseOptions` (ViT: Q/K solved on a positional
     pseudo input; the positional code is written into the patch slots of the model's absolute position embedding,
     since the solve assumes it), :class:`SwinImpulseOptions` (each head's impulse written exactly into its window's
-    relative position bias) or :class:`MixerImpulseOptions` (each block's token mixer starts as a shift). Every
-    block's shifts are recorded as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head or token mixer
-    shift). The init computes in float32 and writes into the model's dtype, whatever the default dtype.
+    relative position bias; also the relative-position ViTs, whose bias table or MLP takes it, and the rotary ViTs,
+    whose query/key biases do: :mod:`.relative_layouts`) or :class:`MixerImpulseOptions` (each block's token mixer
+    starts as a shift). Every block's shifts are recorded as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per
+    head or token mixer shift). The init computes in float32 and writes into the model's dtype, whatever the default
+    dtype.
+
+    A ViT's impulse init checks itself (:mod:`.check`): every block's attention on the init's pseudo input is recorded
+    as ``model.structinit_check`` (``target_mass``, ``hit_rate``, ``uniform`` per block), and where a block does not
+    reach twice uniform attention on its targets, or the model has no position term to write, it raises
+    :class:`InitRefused` (a ``ValueError``, one line naming the model class) and leaves the model as it was.
+    :func:`init_refusal` asks the question without touching the model.
     """
-    family = model_family(model) if method != "default" else "vit"
-    settings = init_settings(method, options, family) if method != "default" else init_settings(method, options)
     if method == "default":
+        init_settings(method, options)
         return model
-    with _init_defaults():
-        if family == "swin":
-            layout = swin_layout(model)
-            if method == "impulse":
-                model.structinit_shifts = _apply_swin_impulse(layout, SwinImpulseOptions(**options))
-            else:
-                _apply_swin_mimetic(layout, settings["seed"])
-        elif family == "mixer":
-            model.structinit_shifts = _apply_mixer_impulse(mixer_layout(model), MixerImpulseOptions(**options))
-        elif method == "impulse":
-            model.structinit_shifts = _apply_impulse(vit_layout(model), ImpulseOptions(**options))
-        else:
-            _apply_mimetic(vit_layout(model), settings["seed"])
+    family, relative = _family(model)
+    settings = init_settings(method, options, family)
+    checked = method == "impulse" and family in ("vit", "relpos", "rope")
+    before = {k: v.detach().clone() for k, v in model.state_dict().items() if checked and not v.is_meta}
+    try:
+        with _init_defaults():
+            _apply(model, method, family, relative, settings, options)
+    except InitRefused:
+        model.load_state_dict(before, strict=False)
+        for name in ("structinit_shifts", "structinit_check"):
+            model.__dict__.pop(name, None)
+        raise
     return model

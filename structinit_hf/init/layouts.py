@@ -39,6 +39,7 @@ class AttentionSlot:
     head_dim: int
     write_qk: Callable[[torch.Tensor, torch.Tensor], None]  # (Q, K): heads x dim x head_dim
     write_vo: Callable[[torch.Tensor, torch.Tensor], None]  # (V: dim x attn_dim, O: attn_dim x dim)
+    dim: int = 0  # the width the attention reads
 
 
 @dataclass
@@ -69,7 +70,7 @@ def _fused_qkv_slot(qkv: nn.Linear, proj: nn.Linear, num_heads: int, head_dim: i
         qkv.weight[2 * attn_dim :] = v.T.to(qkv.weight)
         proj.weight.copy_(o.T.to(proj.weight))
 
-    return AttentionSlot(num_heads, head_dim, write_qk, write_vo)
+    return AttentionSlot(num_heads, head_dim, write_qk, write_vo, qkv.in_features)
 
 
 def _separate_qkv_slot(
@@ -89,7 +90,25 @@ def _separate_qkv_slot(
         v_proj.weight.copy_(v.T.to(v_proj.weight))
         o_proj.weight.copy_(o.T.to(o_proj.weight))
 
-    return AttentionSlot(num_heads, head_dim, write_qk, write_vo)
+    return AttentionSlot(num_heads, head_dim, write_qk, write_vo, q_proj.in_features)
+
+
+def _plain_heads(attn: nn.Module, slot: AttentionSlot) -> AttentionSlot:
+    """CaiT's talking heads mix the heads' logits (``proj_l``) and maps (``proj_w``): writing a head's query/key sets
+    both mixes to the identity, so each head keeps its own pattern (training may mix them again)."""
+    mixes = [getattr(attn, name, None) for name in ("proj_l", "proj_w")]
+    if not all(isinstance(mix, nn.Linear) for mix in mixes):
+        return slot
+    write_qk = slot.write_qk
+
+    @torch.no_grad()
+    def write(q: torch.Tensor, k: torch.Tensor) -> None:
+        write_qk(q, k)
+        for mix in mixes:
+            mix.weight.copy_(torch.eye(mix.out_features, dtype=mix.weight.dtype))
+            mix.bias.zero_()
+
+    return AttentionSlot(slot.num_heads, slot.head_dim, write, slot.write_vo, slot.dim)
 
 
 def _patch_slots_writer(pos_embed: nn.Parameter | None, num_prefix: int) -> Callable[[torch.Tensor], None] | None:
@@ -120,16 +139,16 @@ def _timm_layout(model: nn.Module) -> ViTLayout | None:
                 "solves for raw logits and supports only qk_norm=False"
             )
         num_heads = attn.num_heads
-        attentions.append(
-            _fused_qkv_slot(qkv, proj, num_heads, getattr(attn, "head_dim", qkv.out_features // 3 // num_heads))
-        )
+        slot = _fused_qkv_slot(qkv, proj, num_heads, getattr(attn, "head_dim", qkv.out_features // 3 // num_heads))
+        attentions.append(_plain_heads(attn, slot))
     if not attentions:
         return None
     proj = patch_embed.proj
     dim = proj.out_channels
-    num_prefix = getattr(model, "num_prefix_tokens", 0)
     pos_embed = getattr(model, "pos_embed", None)
-    embeds_prefix = pos_embed is not None and not getattr(model, "no_embed_class", False)
+    grid_tokens = patch_embed.grid_size[0] * patch_embed.grid_size[1]
+    num_prefix = pos_embed.shape[1] - grid_tokens if pos_embed is not None else 0  # prefix slots the code spans
+    embeds_prefix = num_prefix > 0
     prefix = [
         t[0].detach() for t in (getattr(model, "cls_token", None), getattr(model, "reg_token", None)) if t is not None
     ]

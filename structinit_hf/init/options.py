@@ -188,7 +188,8 @@ IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # preset, kernel_si
 
 @dataclass(frozen=True)
 class SwinImpulseOptions:
-    """The impulse init of a Swin Transformer: every head's impulse written into its window's relative position bias.
+    """The impulse init of a Swin Transformer: every head's impulse written into its window's relative position bias;
+    also of a relative-position ViT (its bias table or MLP over the grid) and a rotary ViT (its query/key biases).
 
     Attributes:
         kernel_size: odd window size ``k``; each head's shift is drawn from the ``k x k`` window (clipped to the
@@ -249,14 +250,18 @@ class MixerImpulseOptions:
             raise ValueError(f"unknown token_mlp {self.token_mlp!r}; expected one of {', '.join(TOKEN_MLPS)}")
 
 
-FAMILIES = ("vit", "swin", "mixer")
+# "relpos": a ViT with a relative position bias (table or MLP) over its grid; "rope": a rotary ViT
+FAMILIES = ("vit", "swin", "mixer", "relpos", "rope")
 
 
 # the init methods each family takes: a Mixer has no attention for mimetic init's Q/K form
-FAMILY_METHODS = {"vit": INIT_METHODS, "swin": INIT_METHODS, "mixer": ("impulse", "default")}
+FAMILY_METHODS = {"vit": INIT_METHODS, "swin": INIT_METHODS, "mixer": ("impulse", "default"), "relpos": INIT_METHODS,
+                  "rope": INIT_METHODS}  # fmt: skip
 
 
-_IMPULSE_OPTIONS = {"vit": ImpulseOptions, "swin": SwinImpulseOptions, "mixer": MixerImpulseOptions}
+# a relative bias or a rotation takes the impulse as Swin's bias does: the same options
+_IMPULSE_OPTIONS = {"vit": ImpulseOptions, "swin": SwinImpulseOptions, "mixer": MixerImpulseOptions,
+                    "relpos": SwinImpulseOptions, "rope": SwinImpulseOptions}  # fmt: skip
 
 
 def family_options(family: str) -> tuple[str, ...]:

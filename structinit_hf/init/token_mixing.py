@@ -58,17 +58,21 @@ def clip_shifts(shifts: torch.Tensor, window_size: int | Sequence[int]) -> torch
     return torch.maximum(torch.minimum(torch.as_tensor(shifts).long(), limit), -limit)
 
 
-def relative_bias_impulse(window_size: int | Sequence[int], shifts: torch.Tensor, logit: float) -> torch.Tensor:
-    """A Swin relative position bias table, ``(2 Wh - 1)(2 Ww - 1) x heads``: ``logit`` at each head's offset, 0
-    elsewhere.
+def relative_bias_impulse(
+    window_size: int | Sequence[int], shifts: torch.Tensor, logit: float, extra_rows: int = 0
+) -> torch.Tensor:
+    """A relative position bias table, ``(2 Wh - 1)(2 Ww - 1) + extra_rows x heads``: ``logit`` at each head's
+    offset, 0 elsewhere (Swin's window, and every table over a ViT's whole grid: timm's ``RelPosBias`` and BEiT,
+    transformers' BEiT, whose ``extra_rows`` 3 hold class token to patches, patches to class token and class to
+    class).
 
-    timm indexes the table by ``(y_q - y_k + Wh - 1)(2 Ww - 1) + (x_q - x_k + Ww - 1)`` (query minus key), so the
-    key ``(y + dy, x + dx)`` of head ``(dy, dx)`` sits at row ``(Wh - 1 - dy)(2 Ww - 1) + (Ww - 1 - dx)``.
+    timm and transformers index the table by ``(y_q - y_k + Wh - 1)(2 Ww - 1) + (x_q - x_k + Ww - 1)`` (query minus
+    key), so the key ``(y + dy, x + dx)`` of head ``(dy, dx)`` sits at row ``(Wh - 1 - dy)(2 Ww - 1) + (Ww - 1 - dx)``.
     """
     wh, ww = to_pair(window_size, "window_size")
     shifts = clip_shifts(shifts, (wh, ww))
     rows = (wh - 1 - shifts[:, 0]) * (2 * ww - 1) + (ww - 1 - shifts[:, 1])
-    table = torch.zeros((2 * wh - 1) * (2 * ww - 1), len(shifts))
+    table = torch.zeros((2 * wh - 1) * (2 * ww - 1) + extra_rows, len(shifts))
     table[rows, torch.arange(len(shifts))] = logit
     return table
 
