@@ -49,9 +49,10 @@ def test_compare_trains_each_init_on_each_seed_and_prints_what_it_writes(tmp_pat
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--arms", "default", "impulse7"], "--arms impulse7: unknown arm; allowed: default,"),
+        (["--arms", "default", "impulse7"], "--arms impulse7: unknown arm; allowed (--family vit): default,"),
         (["--seeds", "-1"], "--seeds -1: out of range; allowed: integers >= 0"),
-        (["--arms", "default", "default"], "repeated values"),
+        (["--arms", "default", "default"], "--arms default default: arm default given more than once; name each arm"),
+        (["--seeds", "0", "1", "0"], "--seeds 0 1 0: seed 0 given more than once; name each seed once"),
         (["--lr", "0"], "--lr 0: out of range; allowed: a number between 0 and 1"),
     ],
 )
@@ -198,3 +199,26 @@ def test_compare_family_refuses_another_architectures_arms(capsys):
     assert "--arms impulse3: not mixer arms (--family mixer); allowed: mixer-default, mixer-impulse3" in (
         capsys.readouterr().err
     )
+
+
+def test_compare_family_names_its_own_arms_and_model_keywords(tmp_path, capsys):
+    """Catches --family mixer answered with the ViT arms as the allowed ones, and with a keyword list that lacks the
+    Mixer's own (num_blocks, img_size: its builder passes them on to timm's MlpMixer)."""
+    assert main(["compare", "--family", "mixer", "--arms", "mixer-mimetic"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == "error: --arms mixer-mimetic: unknown arm; allowed (--family mixer): mixer-default, mixer-impulse3"
+    argv = ["compare", "--family", "mixer", "--model-kwargs", "num_block=2", "--output-dir", str(tmp_path / "c")]
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "unknown model keyword 'num_block' for mixer_s4_32 (did you mean 'num_blocks'?)" in error, error
+    assert all(f" {name}," in error for name in ("img_size", "embed_dim", "patch_size", "kernel_size")), error
+    assert not (tmp_path / "c").exists()  # refused before training: no folder left
+
+
+def test_a_refused_compare_leaves_no_folder(tmp_path, monkeypatch, capsys):
+    """Catches compare refusing --epochs 0 (as its first run starts) but leaving the comparison folder and an empty
+    run folder behind, there or under the default runs/."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["compare", "--epochs", "0", "--max-train-samples", "20"]) == 2
+    assert "--epochs 0 (epochs=0): out of range" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -17,6 +17,7 @@ import contextlib
 import json
 import math
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -148,17 +149,20 @@ def _family_arm_lists(arms_of) -> str:
 def _check(args: argparse.Namespace) -> None:
     if args.arms is None:
         args.arms = list(FAMILIES[args.family][1])
+    own = ", ".join(name for name, arm in ALL_ARMS.items() if arm.family == args.family)
     unknown = [arm for arm in args.arms if arm not in ALL_ARMS]
     if unknown:
-        raise UsageError(f"--arms {' '.join(unknown)}: unknown arm; allowed: {', '.join(ALL_ARMS)}")
+        raise UsageError(f"--arms {' '.join(unknown)}: unknown arm; allowed (--family {args.family}): {own}")
     foreign = [arm for arm in args.arms if ALL_ARMS[arm].family != args.family]
     if foreign:
-        raise UsageError(
-            f"--arms {' '.join(foreign)}: not {args.family} arms (--family {args.family}); allowed: "
-            f"{', '.join(name for name, arm in ALL_ARMS.items() if arm.family == args.family)}"
-        )
-    if len(set(args.arms)) != len(args.arms) or len(set(args.seeds)) != len(args.seeds):
-        raise UsageError(f"--arms {' '.join(args.arms)} --seeds {' '.join(map(str, args.seeds))}: repeated values")
+        raise UsageError(f"--arms {' '.join(foreign)}: not {args.family} arms (--family {args.family}); allowed: {own}")
+    for flag, values, what in (("arms", args.arms, "arm"), ("seeds", args.seeds, "seed")):
+        repeated = list(dict.fromkeys(value for value in values if values.count(value) > 1))
+        if repeated:
+            raise UsageError(
+                f"--{flag} {' '.join(map(str, values))}: {what} {', '.join(map(str, repeated))} given more than once; "
+                f"name each {what} once"
+            )
     bad = [seed for seed in args.seeds if seed < 0]
     if bad:
         raise UsageError(f"--seeds {bad[0]}: out of range; allowed: integers >= 0")
@@ -312,6 +316,7 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
                 f"{args.dataset} (files added, removed or changed in size since); pass another --output-dir to "
                 "compare on the folder as it is now"
             )
+    made = [folder for folder in (out_dir, *out_dir.parents) if not folder.exists()]  # innermost first
     lock = acquire_run_lock(out_dir)  # one comparison at a time in a folder; a dead holder's lock is taken over
     print(
         f"{out_dir}: {len(finished)} of {len(runs)} runs already finished; if stopped, rerun "
@@ -334,8 +339,14 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
                     contextlib.redirect_stderr(log),
                 ):  # resume="latest": a run cut short continues from its last checkpoint, bit for bit
                     run(planned[run_dir], on_epoch=lambda record: progress.update(1))
+    except BaseException:
+        _drop_untouched(out_dir)
+        raise
     finally:
         lock.release()
+        for folder in made:  # a run refused before it trained leaves none of the folders this command made
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
     record = aggregate_runs(
         {arm.name: [path for a, _, path in runs if a is arm] for arm in arms},
         profile=profile,
@@ -380,6 +391,13 @@ def untrained_warning(run_dir: Path) -> str | None:
         f"near chance (ln {classes} = {chance:.2f}): this arm barely trained, so the comparison is not a fair one; "
         "more epochs or a lower --lr may be what it needs"
     )
+
+
+def _drop_untouched(out_dir: Path) -> None:
+    """After a run stopped: remove the run folders that hold only their log (a run refused before it trained)."""
+    for run_dir in (path for path in out_dir.iterdir() if path.is_dir()):
+        if {path.name for path in run_dir.iterdir()} <= {RUN_LOG}:
+            shutil.rmtree(run_dir)
 
 
 def _command(args: argparse.Namespace, out_dir: Path) -> str:

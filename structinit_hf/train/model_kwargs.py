@@ -14,7 +14,6 @@ import typing
 from typing import Any
 
 import timm
-from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from ..init.options import IMPULSE_KWARGS, ImpulseOptions, MixerImpulseOptions, SwinImpulseOptions, family_options
@@ -55,11 +54,13 @@ def _builder_keywords(model: str, error: TypeError) -> list[str] | None:
     network = _network_class(model) or _class_named_in(error)
     if network is None:
         return None
-    names = set(inspect.signature(network).parameters) | set(inspect.signature(timm.create_model).parameters)
-    if issubclass(network, StructInitVisionTransformer):  # its own keywords, then VisionTransformer's
-        names |= set(inspect.signature(VisionTransformer).parameters) | set(IMPULSE_KWARGS)
-    if issubclass(network, StructuredInitMixin):  # its own keywords, then timm's class's, and the init options
-        names |= set(inspect.signature(network.__mro__[2]).parameters) | set(family_options(network.family))
+    names = set(inspect.signature(timm.create_model).parameters)
+    for klass in network.__mro__[: network.__mro__.index(nn.Module)]:  # its own keywords, then its bases' (timm's)
+        names |= set(inspect.signature(klass).parameters)
+    if issubclass(network, StructInitVisionTransformer):
+        names |= set(IMPULSE_KWARGS)
+    if issubclass(network, StructuredInitMixin):  # the family's init options
+        names |= set(family_options(network.family))
     return sorted(name for name in names if name not in ("self", "kwargs", "args", "model_name", "variant"))
 
 
