@@ -16,10 +16,12 @@
 # Where it stands (2026-11-27, second loan): steps 0 and 2 are done and committed (study/records/device/
 # init_check-cuda.md, study/records/training/). Seed 0 of step 3 ran 10 epochs in the first loan (3 runs sharing the
 # GPU: 3.2 minutes). Seeds 1 and 2 as six runs at once did not fit 340 s: starting six at once took about 4 minutes
-# before their first epoch ended. Most of a run's start was its decoding workers passing each of CIFAR-10's 60,000
-# images as a file descriptor, and its labels read row by row; both are fixed since (43 s -> 10 s a run on 2 CPU
-# cores: study/records/training/setup_time.md). Next loan, as two rounds of three (about 7 minutes, less now):
-#   SHARING=file_system STEPS=paper SEEDS="1 2" EPOCHS=10 JOBS=3 BUDGET=560 bash study/gpu_loan.sh
+# before their first epoch ended. Third loan (an H100): the init check (all ok) and seed 1, three runs sharing the GPU
+# in 388 s (twice the H200's 192 s); seed 2 was cut by the budget. Next loan, seed 2 alone (about 7 minutes on an H100):
+#   SHARING=file_system STEPS=paper SEEDS=2 EPOCHS=10 JOBS=3 BUDGET=560 bash study/gpu_loan.sh
+# The working tree (19 MB with the records) and CIFAR-10 (56 MB) together pass a call's 64 MiB: the third loan carried
+# the training parquet in a first call (`ls` only) and the rest in the second, on the still-warm machine, from a
+# `git archive` of the commit (runs/clean.tgz) unpacked in /tmp, so no edit in flight travels. The older way:
 # Run from the checkout root with the data and the wheels the machine lacks carried along:
 #
 #   mkdir -p data && cp -r ../shared/data/cifar10 ../shared/device-wheels data/   # data/ is ignored

@@ -103,6 +103,7 @@ def aggregate_runs(
     """
     arms: dict[str, Any] = {}
     first: dict[str, Any] | None = None
+    elsewhere: dict[str, list[str]] = {}  # runs whose numerics are not the first run's (another loan's GPU, say)
     for name, paths in arm_runs.items():
         missing = [str(path) for path in paths if not is_finished(path)]
         if missing:
@@ -110,6 +111,9 @@ def aggregate_runs(
         results = [json.loads((path / RUN_RESULTS).read_text()) for path in paths]
         first = first or results[0]
         arms[name] = _arm_record(name, paths, results)
+        for path, result in zip(paths, results, strict=True):
+            if result.get("numerics") and first.get("numerics") and result["numerics"] != first["numerics"]:
+                elsewhere.setdefault(numerics_line(result["numerics"]), []).append(path.name)
     if first is None:
         raise ValueError("no runs to aggregate")
     reference = REFERENCE_ARMS[profile.family]  # each arm against timm's own init, seed by seed, by the tie rule
@@ -142,6 +146,7 @@ def aggregate_runs(
         "jobs": jobs,
         "versions": first["versions"],
         "numerics": first.get("numerics"),  # threads and CPU kernels (runs before 0.3 did not record them)
+        **({"numerics_elsewhere": elsewhere} if elsewhere else {}),
         "arms": arms,
         "reference_arm": reference,
         "vs_default": versus,
@@ -338,6 +343,7 @@ def _time_and_best_run_lines(record: dict[str, Any]) -> list[str]:
         f"(each including start-up and evaluation): {_duration(record['run_time_s'])}",
         "- " + ", ".join(f"{name} {version}" for name, version in record["versions"].items()),
         *([f"- {numerics_line(record['numerics'])}"] if record.get("numerics") else []),
+        *(f"- {line}: {', '.join(runs)}" for line, runs in record.get("numerics_elsewhere", {}).items()),
         "",
         "## Best run of each arm (highest last-epoch validation top-1)",
         "",
