@@ -400,3 +400,31 @@ def test_embedded_sample_is_what_make_sample_takes_from_the_full_copy(cifar10_sa
         kept = datasets.load_dataset(str(cifar10_sample), split=split).cast_column("img", datasets.Image(decode=False))
         assert made["label"] == kept["label"]
         assert [row["bytes"] for row in made["img"]] == [row["bytes"] for row in kept["img"]]
+
+
+def test_the_random_resized_crop_never_draws_an_empty_crop() -> None:
+    """Catches timm's crop rule taken as is on tensors: on a 1 x 1 image most draws round to a 0-pixel crop (0 <= 1),
+    which the resize cannot fill ("shape '[3, 16, 16]' is invalid for input of size 0")."""
+    transform = TensorTrainTransform({**CIFAR_CONFIG, "input_size": (3, 16, 16)}, **RECIPE)
+    for side in ((1, 1), (1, 3), (2, 1)):
+        image = torch.randint(0, 256, (3, *side), dtype=torch.uint8)
+        random.seed(0)
+        assert all(transform(image).shape == (3, 16, 16) for _ in range(50))
+
+
+@pytest.mark.parametrize("pipeline", ["tensor", "pil"])
+def test_images_of_one_pixel_train_on_every_input_pipeline(pipeline, tmp_path) -> None:
+    """Catches the tensor pipeline crashing on 1 x 1 images where timm's PIL path trains."""
+    from tiny_runs import TINY_MODEL, run
+
+    for name in ("cat", "dog"):
+        (tmp_path / "pixels" / name).mkdir(parents=True)
+        for index in range(12):
+            Image.new("RGB", (1, 1), (20 * index, 0, 0) if name == "cat" else (0, 0, 20 * index)).save(
+                tmp_path / "pixels" / name / f"{index}.png"
+            )
+    results = run(
+        [*TINY_MODEL, "--dataset", str(tmp_path / "pixels"), "--input-pipeline", pipeline, "--epochs", "2",
+         "--batch-size", "6", "--val-split", "0.25", "--warmup-epochs", "0", "--output-dir", str(tmp_path / "run")]
+    )  # fmt: skip
+    assert results["epochs"] == 2 and results["train_images"] == 18 and results["args"]["input_pipeline"] == pipeline

@@ -173,19 +173,20 @@ def _normalize(image: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> to
 
 
 def _crop_params(height: int, width: int, scale: tuple[float, float], ratio: tuple[float, float]):
-    """timm's ``RandomResizedCropAndInterpolation.get_params``: ten tries, then the central crop."""
+    """timm's ``RandomResizedCropAndInterpolation.get_params``: ten tries, then the central crop; never a crop of no
+    pixels (torchvision's ``RandomResizedCrop`` rule), which an image of a pixel or two would otherwise draw."""
     area = height * width
     for _ in range(10):
         target_area = random.uniform(*scale) * area
         aspect = math.exp(random.uniform(math.log(ratio[0]), math.log(ratio[1])))
         w, h = round(math.sqrt(target_area * aspect)), round(math.sqrt(target_area / aspect))
-        if w <= width and h <= height:
+        if 0 < w <= width and 0 < h <= height:
             return random.randint(0, height - h), random.randint(0, width - w), h, w
     in_ratio = width / height
     if in_ratio < min(ratio):
-        w, h = width, round(width / min(ratio))
+        w, h = width, max(1, round(width / min(ratio)))
     elif in_ratio > max(ratio):
-        h, w = height, round(height * max(ratio))
+        h, w = height, max(1, round(height * max(ratio)))
     else:
         w, h = width, height
     return (height - h) // 2, (width - w) // 2, h, w
