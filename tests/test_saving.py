@@ -144,3 +144,28 @@ def test_plugin_imported_before_transformers_loads_old_and_new_folders(tmp_path:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["StructInitViTForImageClassification", "TimmWrapperForImageClassification"]
+
+
+def test_a_mixer_timm_has_no_name_for_warns_when_saved_and_the_readme_links_a_doc_that_says_why(tmp_path: Path):
+    """Catches a Mixer folder that stock timm rejects ("Unknown model (mixer_s4_32)") written without a word, a
+    warning for a folder stock timm does load (a ViT under vit_tiny_patch16_224), and the README sending a reader
+    about Mixer saves to a doc that never mentions Mixer."""
+    import re
+    import warnings
+
+    import timm
+
+    from structinit_hf import save_checkpoint
+
+    mixer = timm.create_model("mixer_s4_impulse3_32", num_blocks=1, num_classes=3)
+    with pytest.warns(UserWarning, match=r"as 'mixer_s4_32', a name only structinit_hf registers .* stock timm cannot"):
+        save_checkpoint(mixer, tmp_path / "mixer")
+    assert json.loads((tmp_path / "mixer" / "config.json").read_text())["architecture"] == "mixer_s4_32"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        save_checkpoint(timm.create_model("vit_tiny_impulse3", depth=1, num_classes=3), tmp_path / "vit")
+    repo = Path(__file__).resolve().parents[1]
+    lines = [line for line in (repo / "README.md").read_text().splitlines() if "Mixer" in line and "saved" in line]
+    linked = {doc for line in lines for doc in re.findall(r"\]\((docs/[\w.-]+\.md)", line)}
+    assert linked, lines
+    assert all("Mixer" in (repo / doc).read_text() for doc in linked), linked

@@ -23,6 +23,7 @@ architecture with the ``model_args`` that rebuild the network, timm's pretrained
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,9 @@ __all__ = [
 
 # pretrained cfg keys of the registered name, not of the saved weights (timm's filter drops the download sources)
 _NAME_KEYS = ("architecture", "tag", "state_dict")
+
+
+PACKAGE_MODEL_MODULES = ("structinit_vit", "structinit_swin", "structinit_mixer", "convit_baseline")  # our timm names
 
 
 class StructInitViTConfig(TimmWrapperConfig):
@@ -237,6 +241,14 @@ def write_checkpoint(
     ``extra_config``'s fields added to (or replacing) the config's."""
     timm_model = model.timm_model if isinstance(model, TimmWrapperPreTrainedModel) else model
     config = stock_timm_config(timm_model, None if label_names is None else [str(name) for name in label_names])
+    if is_model_in_modules(config.architecture, list(PACKAGE_MODEL_MODULES)):  # a Mixer geometry timm has no name for
+        warnings.warn(
+            f"saving {type(timm_model).__name__} as {config.architecture!r}, a name only structinit_hf registers "
+            "(timm has no stock name for this geometry): stock timm cannot load the folder by name, nor transformers "
+            "without structinit_hf imported; see docs/transformers.md (MLP-Mixer folders)",
+            UserWarning,
+            stacklevel=2,
+        )
     config.update(extra_config or {})
     config.save_pretrained(folder)
     state = {key: value.detach().contiguous() for key, value in timm_model.state_dict().items()}
