@@ -445,3 +445,38 @@ def test_the_readme_which_init_table_quotes_the_committed_reports():
         if "one seed" in row and row is not gpu_row:
             gains = re.findall(r"[+-]\d+\.\d\d(?! ±)", row)
             assert gains and [gain for gain in gains if gain not in report] == [], row
+
+
+def test_convergence_times_the_catch_up_within_the_longest_schedule(tmp_path, monkeypatch):
+    """Catches a catch-up read off the wrong epoch, or from a length that is not the longest run so far, and a record
+    listed under a length it did not train."""
+    from study.campaign import convergence
+
+    def run(name, seed, curve, top1, epochs):
+        record = _record({name: {seed: top1}})
+        record["arms"][name]["val_top1"] = [curve]
+        record["train_options"] = {"epochs": epochs}
+        path = tmp_path / f"L{epochs}/seed{seed}-{name}/results.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(record))
+
+    for seed in (0, 1):
+        run("default", seed, [10.0 + seed] * 3 + [20.0, 31.0, 40.0, 41.0, 42.0, 43.0, 44.0, 45.0, 46.0], 40.0, 12)
+        run("impulse3", seed, [30.0 + seed] * 10 + [50.0, 51.0], 48.0 + seed, 12)
+        run("default", seed, [10.0] * 4, 20.0, 4)
+        run("impulse3", seed, [12.0] * 4, 25.0, 4)
+    monkeypatch.setattr(
+        convergence, "CONVERGENCE_SOURCES", {"toy": {4: ("L4/seed*/results.json",), 12: ("L12/seed*/results.json",)}}
+    )
+    toy = convergence.build_convergence(tmp_path)["toy"]
+    assert "catch_up" not in toy["4"] and set(toy["12"]["catch_up"]) == {"10"}
+    assert toy["12"]["catch_up"]["10"] == {
+        0: {"shift_val_top1": 30.0, "default_epoch": 5},  # 31.0 at epoch 5 is the first >= 30.0
+        1: {"shift_val_top1": 31.0, "default_epoch": 5},
+    }
+    assert toy["12"]["vs"]["default"]["impulse3"]["per_seed"] == {0: 8.0, 1: 9.0}
+    text = "\n".join(convergence.convergence_markdown({"toy": toy}))
+    assert "seed 0: 30.0 -> epoch 5" in text and "+8.50 ± 0.71: ahead (spread 1.00, 2 seeds, below the bar of 3)" in text
+    monkeypatch.setattr(convergence, "CONVERGENCE_SOURCES", {"toy": {6: ("L4/seed*/results.json",)}})
+    with pytest.raises(ValueError, match="4 epochs, listed under 6"):
+        convergence.build_convergence(tmp_path)

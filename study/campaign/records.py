@@ -141,7 +141,14 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
         "width_best_rate": [build_best_rate(width, grid) for grid in RATE_GRIDS.values()],
         "width_length": [build_width_length(width, pair) for pair in WIDTH_LENGTHS.values()],
         "beyond": _beyond(root, width),
+        "convergence": _convergence(root),
     }
+
+
+def _convergence(root: Path) -> dict[str, Any]:
+    from .convergence import build_convergence  # it reads records as this module does
+
+    return build_convergence(root)
 
 
 def _beyond(root: Path, width: Mapping[str, Any]) -> dict[str, Any]:

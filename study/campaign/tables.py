@@ -138,6 +138,10 @@ def render_campaign_markdown(record: Mapping[str, Any]) -> str:
         out += width_length_markdown(length)
     if "beyond" in record:
         out += beyond_markdown(record["beyond"])
+    if "convergence" in record:
+        from .convergence import convergence_markdown
+
+        out += convergence_markdown(record["convergence"])
     out += [
         "Paired differences are init minus reference on the same seed; `±` is the sample standard deviation over "
         "seeds; `range` is max - min over seeds (how far runs of identical settings landed apart). "
