@@ -6,12 +6,18 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from tiny_runs import image_folder, run
 
 from structinit_hf.__main__ import main
+from structinit_hf.benchmark.arms import MODEL_ARMS
+from structinit_hf.benchmark.model_arms import DEFAULT_MODEL_ARMS, model_inits
+from structinit_hf.train.errors import UsageError
 from structinit_hf.train.models import load_model, model_data_config
 
 STOCK = ["--model", "vit_tiny_patch16_224", "--model-kwargs", "img_size=32", "depth=1", "embed_dim=24", "num_heads=3"]
+# a stock ViT at the proxy's token and head width (patch 2, 3 heads of 16), one block
+TINY_VIT = {"img_size": 16, "patch_size": 2, "depth": 1, "embed_dim": 48, "num_heads": 3}
 
 
 @pytest.mark.parametrize(
@@ -48,3 +54,84 @@ def test_a_stock_name_at_32_px_trains_evaluates_and_saves_its_size(tmp_path, cap
     pixels = processor(Image.open(images / "a" / "0.png").convert("RGB"), return_tensors="pt")["pixel_values"]
     model = AutoModelForImageClassification.from_pretrained(out / "final")
     assert pixels.shape == (1, 3, 32, 32) and model(pixel_values=pixels).logits.shape == (1, 2)
+
+
+def _qk(model: torch.nn.Module) -> torch.Tensor:
+    return model.blocks[0].attn.qkv.weight[: 2 * model.embed_dim].detach().clone()
+
+
+def test_an_init_named_in_model_kwargs_runs_on_a_stock_timm_model_and_is_recorded():
+    """Catches ``attention_init`` on a name of timm's own reaching timm's builder (``unexpected keyword``) or being
+    dropped: the init writes Q/K and the record names it, its options and the shifts it wrote."""
+    torch.manual_seed(0)
+    stock = load_model("vit_tiny_patch16_224", model_kwargs=TINY_VIT)
+    torch.manual_seed(0)
+    kwargs = {**TINY_VIT, "attention_init": "impulse", "kernel_size": 5}
+    impulse = load_model("vit_tiny_patch16_224", model_kwargs=kwargs)
+    assert stock.init == {} and not torch.equal(_qk(stock.model), _qk(impulse.model))
+    assert {key: impulse.init[key] for key in ("attention_init", "kernel_size")} == {"attention_init": "impulse",
+                                                                                    "kernel_size": 5}  # fmt: skip
+    assert len(impulse.init["shifts"]) == 1 and len(impulse.init["shifts"][0]) == 3  # one block of 3 heads
+    assert type(impulse.model).__name__ == "VisionTransformer"  # timm's own class, not this package's
+    with pytest.raises(ValueError, match="ResNet"):  # a model without attention: the init's own one line
+        load_model("test_resnet", model_kwargs={"attention_init": "mimetic"})
+
+
+def test_compare_model_keeps_the_inits_a_model_takes_and_says_why_it_refuses_the_others():
+    arms = [MODEL_ARMS[name] for name in DEFAULT_MODEL_ARMS]
+    vit = model_inits("vit_tiny_patch16_224", TINY_VIT, arms)
+    assert [arm.name for arm in vit.arms] == list(DEFAULT_MODEL_ARMS) and vit.refused == {} and vit.head_dim == 16
+    assert {arm.model for arm in vit.arms} == {"vit_tiny_patch16_224"}
+    resnet = model_inits("test_resnet", {}, arms)
+    assert [arm.name for arm in resnet.arms] == ["model-default"] and resnet.head_dim == 0
+    assert set(resnet.refused) == {"model-mimetic", "model-impulse3"}
+    assert all(why.startswith("ResNet") and "\n" not in why for why in resnet.refused.values())
+    with pytest.raises(UsageError, match="refuses every init asked for"):
+        model_inits("test_resnet", {}, arms[1:])
+    with pytest.raises(UsageError, match="--model-kwargs attention_init, kernel_size: compare --model sets the init"):
+        model_inits("vit_tiny_patch16_224", {**TINY_VIT, "attention_init": "impulse", "kernel_size": 3}, arms)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--family", "swin", "--model", "test_vit"], "--family swin --model test_vit: pass one"),
+        (["--model", "test_vit", "--arms", "default"], "--arms default: not model arms"),
+    ],
+)
+def test_compare_model_bad_flags_are_one_line(argv, message, capsys):
+    assert main(["compare", *argv]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 1 and message in errors[0], errors
+
+
+@pytest.mark.slow
+def test_compare_model_trains_each_init_on_the_stock_model_resumes_and_notes_refusals(tmp_path, capsys):
+    """``compare --model``: timm's default, mimetic and impulse on a stock ViT, each run a stock model with its init
+    recorded, the paired difference to the default, a rerun that trains nothing; on a ResNet only the default trains
+    and the notes under the table say why the inits are left out."""
+    images = image_folder(tmp_path / "images", ["a", "b"], per_class=6)
+    out = tmp_path / "vit"
+    geometry = [f"{key}={value}" for key, value in TINY_VIT.items()]
+    argv = ["compare", "--model", "vit_tiny_patch16_224", "--model-kwargs", *geometry, "--dataset", str(images),
+            "--epochs", "1", "--output-dir", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    record = json.loads((out / "results.json").read_text())
+    assert list(record["top1"]) == list(DEFAULT_MODEL_ARMS) and set(record["vs_default"]) == set(DEFAULT_MODEL_ARMS[1:])
+    assert record["refused"] == {} and record["model"] == "vit_tiny_patch16_224"
+    impulse = json.loads((out / "model-impulse3-seed0" / "results.json").read_text())
+    assert impulse["model"] == "vit_tiny_patch16_224" and impulse["init"]["attention_init"] == "impulse"
+    assert impulse["model_kwargs"]["img_size"] == 16 and impulse["input_size"] == [3, 16, 16]
+    assert "which init for images on vit_tiny_patch16_224" in printed.out and "| impulse 3x3 |" in printed.out
+    assert main(argv) == 0  # the same command again: every run reused
+    assert "3 of 3 runs already finished" in capsys.readouterr().err
+
+    out = tmp_path / "resnet"
+    argv = ["compare", "--model", "test_resnet", "--dataset", str(images), "--epochs", "1", "--output-dir", str(out)]
+    assert main(argv) == 0
+    table = (out / "compare.md").read_text()
+    assert list(json.loads((out / "results.json").read_text())["top1"]) == ["model-default"]
+    assert "| timm's default |" in table and "| mimetic |" not in table
+    assert "mimetic: not compared, the model refuses it: ResNet has no attention layers" in table
+    assert "impulse 3x3: not compared, the model refuses it: ResNet" in table

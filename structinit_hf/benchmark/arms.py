@@ -19,6 +19,7 @@ __all__ = [
     "FIRST_IMPULSE_DEFAULTS",
     "PAPER_TABLE2",
     "MIXER_ARMS",
+    "MODEL_ARMS",
     "STUDIES",
     "SWIN_ARMS",
     "arm_label",
@@ -37,7 +38,7 @@ class Arm:
     model_kwargs: dict[str, Any] = field(default_factory=dict)
     paper_row: str | None = None  # key of PAPER_TABLE2, None where the paper reports no figure
     label: str = ""  # the arm's name in tables and plots; its ``name`` where empty
-    family: str = "vit"  # the architecture its model is: "vit" (ConViT included), "swin" or "mixer"
+    family: str = "vit"  # its architecture: "vit" (ConViT included), "swin", "mixer", or "model" (compare --model)
 
     def __post_init__(self) -> None:
         if not self.label:
@@ -279,15 +280,48 @@ MIXER_ARMS: dict[str, Arm] = {
 }
 
 
+# ``compare --model <any timm name>``: the inits on that model, each run by apply_structured_init on timm's own build
+# (``--model-kwargs attention_init=...``); compare fills in ``model``
+MODEL_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        Arm("model-default", "the model as timm builds it", "", label="timm's default", family="model"),
+        Arm("model-mimetic", "mimetic", "", {"attention_init": "mimetic"}, label="mimetic", family="model"),
+        Arm(
+            "model-impulse3",
+            "impulse 3x3",
+            "",
+            {"attention_init": "impulse", "kernel_size": 3},
+            label="impulse 3x3",
+            family="model",
+        ),
+        Arm(
+            "model-impulse5",
+            "impulse 5x5",
+            "",
+            {"attention_init": "impulse", "kernel_size": 5},
+            label="impulse 5x5",
+            family="model",
+        ),
+    )
+}
+
+
 # per family: its arms, and the arm (timm's own init) every other one is compared with
-FAMILY_ARMS: dict[str, dict[str, Arm]] = {"vit": ARMS, "swin": SWIN_ARMS, "mixer": MIXER_ARMS}
-REFERENCE_ARMS: dict[str, str] = {"vit": "default", "swin": "swin-default", "mixer": "mixer-default"}
+FAMILY_ARMS: dict[str, dict[str, Arm]] = {"vit": ARMS, "swin": SWIN_ARMS, "mixer": MIXER_ARMS, "model": MODEL_ARMS}
+REFERENCE_ARMS: dict[str, str] = {
+    "vit": "default",
+    "swin": "swin-default",
+    "mixer": "mixer-default",
+    "model": "model-default",
+}
 
 
 ABLATION_REFERENCES = ("default", "mimetic", "impulse3")
 
 
-ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS, **DIAGNOSIS_ARMS, **SWIN_ARMS, **MIXER_ARMS}  # what --arms takes
+# what --arms takes
+ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS, **DIAGNOSIS_ARMS, **SWIN_ARMS, **MIXER_ARMS, **MODEL_ARMS}
 
 
 STUDIES = ("main", "ablation")

@@ -45,6 +45,7 @@ from ..train import (
     stratified_split,
 )
 from .arms import ALL_ARMS, FAMILY_ARMS, arm_label, select_arms
+from .model_arms import DEFAULT_MODEL_ARMS, model_inits, model_profile
 from .profiles import PROFILES, WIDE_HEAD_DIM, BenchmarkDataset, Profile, proxy_lr
 from .runs import RUN_LOG, RUN_RESULTS, changed_flags, run_settings
 from .stats import mean_std_text
@@ -99,6 +100,13 @@ def compare_parser() -> argparse.ArgumentParser:
         "token MLPs starting as shifts); each at 16 px, patch 2, about the same seconds per step",
     )
     parser.add_argument(
+        "--model",
+        default=None,
+        help="instead of --family: any timm model name, built with --model-kwargs alone; its arms are timm's default "
+        f"and each init it takes ({' '.join(FAMILY_ARMS['model'])}; default: {' '.join(DEFAULT_MODEL_ARMS)}); an "
+        "init the model refuses is left out, with why, in the table's notes",
+    )
+    parser.add_argument(
         "--arms",
         nargs="+",
         default=None,
@@ -147,6 +155,10 @@ def _family_arm_lists(arms_of) -> str:
 
 
 def _check(args: argparse.Namespace) -> None:
+    if args.model is not None and args.family != "vit":
+        raise UsageError(f"--family {args.family} --model {args.model}: pass one; --model takes any timm model")
+    if args.model is not None:  # any timm model: its own arms
+        args.family, args.arms = "model", args.arms or list(DEFAULT_MODEL_ARMS)
     if args.arms is None:
         args.arms = list(FAMILIES[args.family][1])
     own = ", ".join(name for name, arm in ALL_ARMS.items() if arm.family == args.family)
@@ -195,7 +207,7 @@ def _profile(args: argparse.Namespace) -> Profile:
     validation) split is scored on it after every epoch, the paper's setting, so the curves are measured on all its
     images; one with a training split only (an image folder) holds out 10% of it instead."""
     _resolve_lr(args)
-    base = FAMILIES[args.family][0]
+    base = model_profile(args.model) if args.model is not None else FAMILIES[args.family][0]
     local = Path(args.dataset).expanduser().exists()
     recipe = {**base.recipe, **{flag: getattr(args, flag) for flag in RECIPE_FLAGS}}
     with _quiet_datasets():  # its "Generating train split: N examples" counts rows, not what trains: _data_line does
@@ -258,10 +270,12 @@ def _dataset_name(dataset: str) -> str:
 
 
 def render_table(record: dict[str, Any]) -> str:
-    """The table ``compare`` prints: top-1 per init on the scored split, paired difference to the default, verdict."""
+    """The table ``compare`` prints: top-1 per init on the scored split, paired difference to the default, verdict;
+    below it, the inits the model refused (``compare --model``), each with why."""
     seeds, epochs = record["seeds"], record["epochs"]
+    model = f" on {record['model']}" if record.get("model") else ""
     lines = [
-        f"which init for {record['dataset_name']}: {record['train_images']:,} training images, {epochs} "
+        f"which init for {record['dataset_name']}{model}: {record['train_images']:,} training images, {epochs} "
         f"epoch{'s' * (epochs > 1)}, seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; top-1 on the "
         f"{record['num_eval_images']:,} images of {record['split']}",
     ]
@@ -274,7 +288,9 @@ def render_table(record: dict[str, Any]) -> str:
         per_seed = ", ".join(f"{value:.2f}" for value in values)
         difference, verdict = versus_cells(record["vs_default"].get(arm))
         lines.append(f"| {arm_label(arm)} | {mean_std_text(values)} | {per_seed} | {difference} | {verdict} |")
-    return "\n".join(lines) + "\n"
+    refused = record.get("refused") or {}
+    notes = [f"{arm_label(arm)}: not compared, the model refuses it: {why}" for arm, why in refused.items()]
+    return "\n".join([*lines, *([""] + notes if notes else [])]) + "\n"
 
 
 def _resolve_lr(args: argparse.Namespace) -> None:
@@ -293,8 +309,11 @@ def _resolve_lr(args: argparse.Namespace) -> None:
 def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
     """Train every (arm, seed) of ``args``, print and write the comparison; return its record."""
     _check(args)
+    arms, refused = select_arms(args.arms), {}
+    if args.model is not None:  # the inits this model takes (the others left out, with why), at its heads' rate
+        inits = model_inits(args.model, args.model_kwargs, arms, args.seeds[0])
+        arms, refused, args.lr = inits.arms, inits.refused, args.lr or proxy_lr(inits.head_dim)
     profile = _profile(args)
-    arms = select_arms(args.arms)
     name = _dataset_name(args.dataset)
     out_dir = args.output_dir or Path("runs") / f"compare-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     spec = profile.datasets["data"]
@@ -361,6 +380,8 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         epochs=args.epochs,
         train_images=json.loads((runs[0][2] / RUN_RESULTS).read_text())["train_images"],
         top1=top1,
+        model=args.model,
+        refused=refused,
     )
     write_outputs(record, out_dir)
     table = render_table(record)
@@ -404,6 +425,8 @@ def _command(args: argparse.Namespace, out_dir: Path) -> str:
     """The ``compare`` command line that reruns this comparison (every flag spelled out)."""
     words = ["structinit-hf", "compare"]
     for name, value in {**vars(args), "output_dir": out_dir}.items():
+        if value is None or (name, value) == ("family", "model"):  # not given, or what --model implies
+            continue
         if isinstance(value, bool):  # a switch: spelled when on
             words += [f"--{name.replace('_', '-')}"] if value else []
             continue

@@ -48,8 +48,9 @@ def save_final_model(
             model.model.save_pretrained(folder)
             if model.processor is not None:
                 model.processor.save_pretrained(folder)
-        else:
-            save_timm_folder(model, folder, label_names, extra_config=extra)
+        else:  # a model of timm's own: a fresh one records the init run on it (--model-kwargs attention_init=...)
+            record = extra or ({"structinit": dict(init)} if init else {})
+            save_timm_folder(model, folder, label_names, extra_config=record)
 
     return replace_folder(out_dir, write)
 

@@ -1,4 +1,5 @@
-"""What a timm name's ``--model-kwargs`` may be: the keywords its network takes and the types they are annotated with.
+"""What a timm name's ``--model-kwargs`` may be: the keywords its network takes and the types they are annotated with;
+and the build itself (:func:`create_timm_model`), with an attention init named there run on a model of timm's own.
 
 The network is read off the timm entrypoint's return annotation, or, where timm has none, off the class that timm's
 ``TypeError`` names. Both the value check before a model is built (:func:`check_model_kwargs`) and the diagnosis of
@@ -14,14 +15,23 @@ import typing
 from typing import Any
 
 import timm
+from timm.models import is_model_in_modules
 from torch import nn
 
-from ..init.options import IMPULSE_KWARGS, ImpulseOptions, MixerImpulseOptions, SwinImpulseOptions, family_options
+from ..init.apply import apply_structured_init
+from ..init.options import (
+    FAMILIES,
+    IMPULSE_KWARGS,
+    ImpulseOptions,
+    MixerImpulseOptions,
+    SwinImpulseOptions,
+    family_options,
+)
 from ..models.common import StructuredInitMixin
 from ..models.structinit_vit import StructInitVisionTransformer
 from .errors import UsageError, check_kwarg_types, did_you_mean
 
-__all__ = ["check_model_kwargs", "unknown_keyword"]
+__all__ = ["check_model_kwargs", "create_timm_model", "unknown_keyword"]
 
 
 def _network_class(model: str) -> type | None:
@@ -101,3 +111,42 @@ def check_model_kwargs(model_kwargs: dict[str, Any], model: str) -> None:
     """``--model-kwargs`` for the timm name ``model``: a value of the wrong type for its network's keyword or for an
     init option (``depth=abc``, ``seed=abc``, ``global_pool=mean``) is refused naming the keyword and what it takes."""
     check_kwarg_types(model_kwargs, _keyword_hints(model), "--model-kwargs")
+
+
+# the modules of this package's registered names: their builders take the init keywords and run the init themselves
+SELF_INITIALIZING_MODULES = ["structinit_vit", "structinit_swin", "structinit_mixer"]
+
+
+def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
+    """``timm.create_model(source, **kwargs)``; an unknown keyword is a :class:`UsageError` naming the nearest one.
+
+    For a timm name of timm's own, ``attention_init`` and the init's options (``kernel_size``, ``seed`` ...) are taken
+    out of ``kwargs`` and that init runs on the built model (:func:`~structinit_hf.apply_structured_init`; a model it
+    refuses is its ``ValueError``), recorded as ``structinit_settings``: ``attention_init``, the options given and the
+    impulse shifts written, as this package's names record theirs.
+    """
+    init = _pop_init(source, kwargs)
+    try:
+        model = timm.create_model(source, **kwargs)
+    except TypeError as error:
+        refusal = unknown_keyword(source, error)
+        if refusal is None:
+            raise
+        raise refusal from error
+    if init is not None:
+        method, options = init
+        apply_structured_init(model, method, **options)
+        shifts = getattr(model, "structinit_shifts", None)
+        model.structinit_settings = {"attention_init": method, **options, **({"shifts": shifts} if shifts else {})}
+    return model
+
+
+def _pop_init(source: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """``(attention_init, its options)`` taken out of ``kwargs`` for a timm name whose builder does not run the init;
+    ``None`` (``kwargs`` untouched) for any other source or where no ``attention_init`` is named."""
+    if "attention_init" not in kwargs or not timm.is_model(source):
+        return None
+    if is_model_in_modules(source, SELF_INITIALIZING_MODULES):
+        return None
+    names = {name for family in FAMILIES for name in family_options(family)}
+    return kwargs.pop("attention_init"), {name: kwargs.pop(name) for name in list(kwargs) if name in names}

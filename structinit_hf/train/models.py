@@ -29,7 +29,7 @@ from ..init.options import IMPULSE_KWARGS
 from .data import ensure_hub_reachable
 from .dataloaders import build_transform
 from .errors import UsageError, did_you_mean
-from .model_kwargs import unknown_keyword
+from .model_kwargs import create_timm_model
 
 __all__ = [
     "ClassifierLogits",
@@ -141,17 +141,6 @@ def _transformers_model(
         source, trust_remote_code=trust_remote_code, **overrides
     )
     return ClassifierLogits(model, _image_processor(source, trust_remote_code))
-
-
-def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
-    """``timm.create_model(source, **kwargs)``; an unknown keyword is a :class:`UsageError` naming the nearest one."""
-    try:
-        return timm.create_model(source, **kwargs)
-    except TypeError as error:
-        refusal = unknown_keyword(source, error)
-        if refusal is None:
-            raise
-        raise refusal from error
 
 
 def _read_config(folder: Path) -> dict[str, Any]:

@@ -1,0 +1,88 @@
+"""``compare --model <any timm name>``: timm's default against every init that model takes.
+
+Each arm of :data:`~.arms.MODEL_ARMS` trains the stock model with its init named in ``--model-kwargs``
+(``attention_init=impulse kernel_size=3``), which training runs through :func:`structinit_hf.apply_structured_init`
+right after timm builds the model. Before anything trains, each init runs once on a build of the model: one the model
+refuses (``apply_structured_init`` raises a ``ValueError``; ``InitRefused`` is one) is left out of the comparison,
+with the first line of its message for the table's notes. Which families the init serves is the init's to say.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from ..init.apply import apply_structured_init
+from ..init.options import FAMILIES, family_options
+from ..train import UsageError, load_model
+from .arms import Arm
+from .profiles import PROFILES, Profile
+
+__all__ = ["DEFAULT_MODEL_ARMS", "REFUSALS", "ModelInits", "head_dim", "model_inits", "model_profile"]
+
+DEFAULT_MODEL_ARMS = ("model-default", "model-mimetic", "model-impulse3")  # compare --model's, as --family vit's
+
+# what apply_structured_init raises for a model it cannot serve (the arms' own options are valid by construction)
+REFUSALS: tuple[type[Exception], ...] = (ValueError,)
+
+
+@dataclass(frozen=True)
+class ModelInits:
+    """What a comparison on one timm model trains: the arms it takes (``model`` filled in), why it refuses the others
+    (arm name -> one line), and its attention's head dimension (0 where it has none), which sets the proxy's rate."""
+
+    arms: list[Arm]
+    refused: dict[str, str]
+    head_dim: int
+
+
+def head_dim(model: torch.nn.Module) -> int:
+    """The head dimension of the first attention module of ``model`` (timm's ``num_heads`` / ``head_dim``), else 0."""
+    heads = (m for m in model.modules() if isinstance(getattr(m, "head_dim", None), int) and hasattr(m, "num_heads"))
+    return next((module.head_dim for module in heads), 0)
+
+
+def model_inits(model: str, model_kwargs: dict[str, Any], arms: list[Arm], seed: int = 0) -> ModelInits:
+    """Build ``model`` with ``model_kwargs`` once (a bad keyword is the caller's error) and try each arm's init on a
+    copy; the global random state is left as it was. An init keyword in ``model_kwargs`` is refused: each arm names
+    its own."""
+    init_keywords = sorted({"attention_init", *(name for family in FAMILIES for name in family_options(family))})
+    given = [name for name in init_keywords if name in model_kwargs]
+    if given:
+        raise UsageError(
+            f"--model-kwargs {', '.join(given)}: compare --model sets the init of each arm (--arms); pass the model's "
+            "geometry and regularisation only (img_size, patch_size, depth, drop_path_rate ...)"
+        )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        built = load_model(model, model_kwargs=model_kwargs).model
+        taken, refused = [], {}
+        for arm in arms:
+            options = dict(arm.model_kwargs)
+            method = options.pop("attention_init", "default")
+            try:
+                if method != "default":
+                    apply_structured_init(copy.deepcopy(built), method, **options)
+            except REFUSALS as error:
+                refused[arm.name] = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                continue
+            taken.append(replace(arm, model=model))
+    if not taken:
+        raise UsageError(f"--model {model}: it refuses every init asked for ({'; '.join(refused.values())})")
+    return ModelInits(taken, refused, head_dim(built))
+
+
+def model_profile(model: str) -> Profile:
+    """compare's default profile (cpu-proxy-n2500's data and recipe) on ``model`` at its own geometry: the
+    architecture is ``--model-kwargs`` alone."""
+    base = PROFILES["cpu-proxy-n2500"]
+    return replace(
+        base,
+        architecture={},
+        family="model",
+        notes=f"{model} as timm builds it with --model-kwargs, timm's default init against each init "
+        "apply_structured_init writes into it; " + base.notes,
+    )
