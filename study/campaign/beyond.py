@@ -109,8 +109,24 @@ BEYOND_SETTINGS: dict[str, BeyondSetting] = {
     ),
 }
 
-# Settings apart in the learning rate alone: each init at its better rate.
-BEYOND_GRIDS = {"swin": ("swin/0.001", "swin/0.0003"), "mixer": ("mixer/0.001", "mixer/0.0003")}
+# Swin and the Mixer on Fashion-MNIST (issue 60): compare's geometries, CIFAR-10's settings on the second dataset.
+for _family, _arms in (("swin", SWIN_ARMS[:3]), ("mixer", MIXER_ARMS)):
+    for _lr, _suffix in ((1e-3, ""), (3e-4, "-lr3e-4")):
+        BEYOND_SETTINGS[f"{_family}/fashion_mnist/{_lr:g}"] = BeyondSetting(
+            f"{'Swin' if _family == 'swin' else 'MLP-Mixer'} on Fashion-MNIST (the CIFAR-10 geometry), lr {_lr:g}",
+            _records(f"cpu-proxy-n2500-{_family}{_suffix}", "fashion_mnist"),
+            _arms,
+            f"{_family}-default",
+            _lr,
+            2_500,
+        )
+
+# Settings apart in the learning rate alone: each init at its better rate. "<family>" is CIFAR-10's grid.
+BEYOND_GRIDS = {
+    name: (f"{family}{dataset}/0.001", f"{family}{dataset}/0.0003")
+    for family in ("swin", "mixer")
+    for name, dataset in ((family, ""), (f"{family}, Fashion-MNIST", "/fashion_mnist"))
+}
 
 
 def _check(path: str, record: Mapping[str, Any], setting: BeyondSetting) -> None:

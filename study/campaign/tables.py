@@ -370,4 +370,25 @@ def beyond_markdown(beyond: Mapping[str, Any]) -> list[str]:
         out += [f"### {name}: each init at its better rate ({rates})", ""]
         arms = list(grid["rates"])
         out += [*_setting_table(grid, arms, (arms[0],) if arms else ()), "", _best_line(grid), ""]
+    out += _families_side_by_side(beyond["grids"])
     return out
+
+
+def _families_side_by_side(grids: Mapping[str, Any]) -> list[str]:
+    """Swin and the Mixer on both datasets: each init's paired gain over timm's default, each at its better rate."""
+    rows = []
+    for name, grid in grids.items():
+        family, _, dataset = name.partition(", ")
+        reference = next(iter(grid["rates"]), None)
+        versus = grid["vs"].get(reference, {}) if reference else {}
+        rows += [f"| {family} | {dataset or 'CIFAR-10'} | {arm_label(a)} | {_difference_cell(c)} |" for a, c in versus.items()]
+        if not versus:
+            rows.append(f"| {family} | {dataset or 'CIFAR-10'} | – | not run yet |")
+    return [
+        "### Swin and MLP-Mixer on both datasets (each init at its better rate)",
+        "",
+        "| family | dataset | init | minus timm's default, paired (per seed): verdict |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
