@@ -5,6 +5,7 @@
     structinit-hf evaluate --model runs/x/final --dataset my_images/
     structinit-hf push-to-hub --run-dir runs/x --repo-id me/my-model
     accelerate launch -m structinit_hf train ...   # several processes, GPUs or machines
+    structinit-hf --version                    # this package's version, and torch's, timm's and transformers'
 
 Each command is the same code as the repository's ``scripts/<command>.py``; a user error ends as one line and exit
 status 2, a command whose extra is not installed names it.
@@ -33,7 +34,24 @@ def _load(target: str) -> Callable:
 
 
 def _usage() -> str:
-    return f"usage: structinit-hf {{{','.join(COMMANDS)}}} [options]  (structinit-hf <command> --help for each)"
+    return (
+        f"usage: structinit-hf {{{','.join(COMMANDS)}}} [options]  (structinit-hf <command> --help for each; "
+        "structinit-hf --version)"
+    )
+
+
+def versions() -> str:
+    """``structinit-hf 0.3.0 (torch 2.x, timm 1.x, transformers 4.x)``: what ``--version`` prints."""
+    from . import __version__
+
+    def installed(name: str) -> str:
+        try:
+            return import_module(name).__version__
+        except ImportError:
+            return "not installed"
+
+    libraries = ", ".join(f"{name} {installed(name)}" for name in ("torch", "timm", "transformers"))
+    return f"structinit-hf {__version__} ({libraries})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(f"{_usage()}\n\n{__doc__}")
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        print(versions())
+        return 0
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"{_usage()}\nerror: unknown command {command!r}", file=sys.stderr)

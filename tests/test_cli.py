@@ -304,3 +304,41 @@ def test_no_parser_is_built_with_abbreviations():
                 ):
                     missing.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert missing == []
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate", "compare", "push-to-hub"])
+def test_every_flag_has_help_that_states_its_default_once(command):
+    """Catches a flag without help (train's --epochs, --lr, --seed ...), without its default (compare's --epochs and
+    --batch-size), with it twice ("(default: img or image) (default: None)"), or with a bare "(default: None)"
+    where None means something the help must say (evaluate's --model, compare's --arms)."""
+    from importlib import import_module
+
+    from structinit_hf.__main__ import COMMANDS
+
+    module, _, name = COMMANDS[command][0].partition(":")
+    parser = getattr(import_module(f"structinit_hf.{module}"), name)()
+    formatter = parser.formatter_class(prog=command)
+    flags = [action for action in parser._actions if action.option_strings and action.dest != "help"]
+    assert len(flags) > 5
+    for action in flags:
+        text = formatter._expand_help(action)  # the help line as --help prints it, defaults filled in
+        assert action.help, f"{command} {action.option_strings[0]}: no help"
+        assert text.count("default:") + text.count("(required)") == 1, f"{command} {action.option_strings[0]}: {text}"
+        assert "default: None" not in text, f"{command} {action.option_strings[0]}: {text}"
+
+
+def test_version_names_the_package_and_the_libraries_it_runs_on(capsys):
+    """Catches a missing --version, or one that leaves out what a bug report needs (torch, timm, transformers)."""
+    import timm
+    import torch
+    import transformers
+
+    from structinit_hf import __version__
+    from structinit_hf.__main__ import main
+
+    for flag in ("--version", "-V"):
+        assert main([flag]) == 0
+        assert capsys.readouterr().out.strip() == (
+            f"structinit-hf {__version__} (torch {torch.__version__}, timm {timm.__version__}, transformers "
+            f"{transformers.__version__})"
+        )

@@ -34,6 +34,7 @@ from ..train import (
     LOCK_FILE,
     SAMPLE_DATASETS,
     VALIDATION_SPLITS,
+    DefaultsHelpFormatter,
     KeyValueAction,
     UsageError,
     acquire_run_lock,
@@ -82,7 +83,7 @@ def compare_parser() -> argparse.ArgumentParser:
         prog="structinit-hf compare",
         description="Train timm's default, mimetic and impulse init side by side on the same images, order and seed; "
         "print test top-1 per init, the paired difference to timm's default and (2+ seeds) the tie-rule verdict.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument(
         "--dataset",
@@ -110,14 +111,16 @@ def compare_parser() -> argparse.ArgumentParser:
         "--arms",
         nargs="+",
         default=None,
-        help=f"default: the family's ({_family_arm_lists(lambda family: FAMILIES[family][1])}); any of the family's "
-        f"arms: {_family_arm_lists(lambda family: FAMILY_ARMS[family])} (vit also takes the benchmark's ablation and "
-        "diagnosis arms)",
+        help=f"the inits compared: any of the family's arms: {_family_arm_lists(lambda family: FAMILY_ARMS[family])} "
+        "(vit also takes the benchmark's ablation and diagnosis arms); default: the family's "
+        f"({_family_arm_lists(lambda family: FAMILIES[family][1])})",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="several seeds give a verdict")
-    parser.add_argument("--epochs", type=int, default=recipe["epochs"])
-    parser.add_argument("--max-train-samples", type=int, default=recipe["max_train_samples"])
-    parser.add_argument("--batch-size", type=int, default=recipe["batch_size"])
+    parser.add_argument("--epochs", type=int, default=recipe["epochs"], help="passes over the training data per run")
+    parser.add_argument(
+        "--max-train-samples", type=int, default=recipe["max_train_samples"], help="train on N images drawn at random"
+    )
+    parser.add_argument("--batch-size", type=int, default=recipe["batch_size"], help="images per optimizer step")
     parser.add_argument(
         "--lr",
         type=float,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .args import KeyValueAction
+from .args import DefaultsHelpFormatter, KeyValueAction
 from .errors import UsageError
 from .settings import (
     SAMPLE_DATASETS,
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LOCK_FILE",
     "VALIDATION_SPLITS",
+    "DefaultsHelpFormatter",
     "KeyValueAction",
     "SAMPLE_DATASETS",
     "DataSettings",

@@ -14,6 +14,7 @@ from pathlib import Path
 from .settings import INPUT_PIPELINES, TrainingSettings, dataset_source
 
 __all__ = [
+    "DefaultsHelpFormatter",
     "KeyValueAction",
     "add_dataset_arguments",
     "add_model_arguments",
@@ -43,6 +44,31 @@ class KeyValueAction(argparse.Action):
         setattr(namespace, self.dest, kwargs)
 
 
+def _shown(value: object) -> str:
+    """A default as a command line spells it: a switch ``on``/``off``, a list its words, ``{}`` ``none``."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(_shown, value))
+    if isinstance(value, dict):
+        return " ".join(f"{key}={item}" for key, item in value.items()) or "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """argparse's help with each flag's default stated once: ``(default: X)`` appended unless the help already says
+    what decides it (``default: ...``), ``(required)`` for a required flag. Unlike ``ArgumentDefaultsHelpFormatter``,
+    never a second ``(default: None)`` after a help that explains the default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or action.default is argparse.SUPPRESS or "default:" in text:
+            return text
+        if action.required:
+            return f"{text} (required)"
+        return f"{text} (default: {_shown(action.default).replace('%', '%%')})"
+
+
 def settings_from_args(args: argparse.Namespace) -> TrainingSettings:
     """The settings of ``training_parser().parse_args(...)``: the one place a parsed command line becomes settings."""
     return TrainingSettings().with_flags(**{name: getattr(args, name) for name in TrainingSettings.flag_names()})
@@ -51,7 +77,7 @@ def settings_from_args(args: argparse.Namespace) -> TrainingSettings:
 # The parsers. train and evaluate share the model and dataset flags.
 
 
-def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+def add_dataset_arguments(parser: argparse.ArgumentParser, evaluation: bool = False) -> None:
     """The dataset flags shared by ``train.py`` and ``evaluate.py``."""
     group = parser.add_argument_group("dataset")
     group.add_argument(
@@ -62,14 +88,25 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
         "cifar10-sample: the 2,560 / 1,000-image CIFAR-10 sample shipped with the package",
     )
     group.add_argument(
-        "--dataset-config", default=None, help="dataset configuration name (e.g. cropped_digits for svhn)"
+        "--dataset-config",
+        default=None,
+        help="dataset configuration name (e.g. cropped_digits for svhn); default: the dataset's own default",
     )
     group.add_argument("--image-column", default=None, help="image column (default: img or image)")
     group.add_argument("--label-column", default=None, help="label column (default: label, labels or fine_label)")
     group.add_argument(
-        "--max-eval-samples", type=int, default=None, help="score N rows drawn at random, the same N in every run"
+        "--max-eval-samples",
+        type=int,
+        default=None,
+        help="score N rows drawn at random, the same N in every run; default: every row",
     )
-    group.add_argument("--workers", type=int, default=0, help="DataLoader worker processes per training process")
+    group.add_argument(
+        "--workers",
+        type=int,
+        default=0 if evaluation else None,
+        help="DataLoader worker processes per process"
+        + ("" if evaluation else "; default: from the CPU count on a GPU, 0 on CPU"),
+    )
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, evaluation: bool = False) -> None:
@@ -80,7 +117,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, evaluation: bool = Fals
         "--model",
         **(dict(required=True) if evaluation else dict(default="vit_tiny_impulse3")),
         help="the trained model: local checkpoint folder (a run's final/), hf-hub:<repo> or a transformers Hub id; a "
-        "timm name scores fresh weights, refused without --allow-untrained (required)"
+        "timm name scores fresh weights, refused without --allow-untrained"
         if evaluation
         else "timm name, local checkpoint folder, hf-hub:<repo> or a transformers Hub id",
     )
@@ -89,7 +126,8 @@ def add_model_arguments(parser: argparse.ArgumentParser, evaluation: bool = Fals
         nargs="*",
         default={},
         action=KeyValueAction,
-        help="builder arguments as key=value (e.g. depth=2 patch_size=4 kernel_size=5)",
+        help="builder arguments as key=value (e.g. depth=2 patch_size=4 kernel_size=5); default: none, the "
+        "registered network as it is",
     )
     group.add_argument("--trust-remote-code", action="store_true", help="allow a transformers checkpoint's own code")
     group.add_argument(
@@ -103,7 +141,9 @@ def add_model_arguments(parser: argparse.ArgumentParser, evaluation: bool = Fals
 def evaluation_parser() -> argparse.ArgumentParser:
     """Every flag of ``scripts/evaluate.py``."""
     parser = argparse.ArgumentParser(
-        allow_abbrev=False, description="Score an image classifier on one split of a dataset."
+        allow_abbrev=False,
+        description="Score a trained image classifier on one split of a dataset.",
+        formatter_class=DefaultsHelpFormatter,
     )
     add_model_arguments(parser, evaluation=True)
     parser.add_argument(
@@ -111,10 +151,15 @@ def evaluation_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="score a timm name's fresh, untrained weights (a baseline); the output and the record say untrained",
     )
-    add_dataset_arguments(parser)
+    add_dataset_arguments(parser, evaluation=True)
     _add_split_arguments(parser, evaluation=True)
     parser.add_argument("--batch-size", type=int, default=256, help="images per process and batch")
-    parser.add_argument("--mixed-precision", choices=("no", "fp16", "bf16"), default=None)
+    parser.add_argument(
+        "--mixed-precision",
+        choices=("no", "fp16", "bf16"),
+        default=None,
+        help="autocast precision; default: an accelerate config's, else no",
+    )
     parser.add_argument(
         "--output",
         type=Path,
@@ -130,7 +175,7 @@ def training_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
         description="Train a ViT (or any timm / transformers classifier) on an image-classification dataset.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     add_model_arguments(parser)
     add_dataset_arguments(parser)
@@ -145,7 +190,13 @@ def _add_split_arguments(parser: argparse.ArgumentParser, evaluation: bool = Fal
     """Which rows train, validate after every epoch and are scored at the end; ``evaluate`` takes the same split
     flags, its defaults those of the run that trained the model (the rows that run held out)."""
     splits = parser.add_argument_group("splits")
-    splits.add_argument("--train-split", default=None if evaluation else "train")
+    splits.add_argument(
+        "--train-split",
+        default=None if evaluation else "train",
+        help="split the hold-out is drawn from; default: the model's run's, else train"
+        if evaluation
+        else "split trained on",
+    )
     splits.add_argument(
         "--eval-split",
         *(["--split"] if evaluation else []),
@@ -170,13 +221,18 @@ def _add_split_arguments(parser: argparse.ArgumentParser, evaluation: bool = Fal
     if evaluation:
         splits.add_argument("--seed", type=int, default=None, help="the hold-out's seed (default: the run's, else 0)")
         return
-    splits.add_argument("--max-train-samples", type=int, default=None, help="train on a seeded random subset")
+    splits.add_argument(
+        "--max-train-samples",
+        type=int,
+        default=None,
+        help="train on a seeded random subset of N rows; default: every row",
+    )
 
 
 def _add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
     """Batch, optimizer, schedule, augmentation and EMA: the flags that decide the result."""
     recipe = parser.add_argument_group("recipe")
-    recipe.add_argument("--epochs", type=int, default=200)
+    recipe.add_argument("--epochs", type=int, default=200, help="passes over the training data")
     recipe.add_argument("--batch-size", type=int, default=512, help="global batch per optimizer step")
     recipe.add_argument(
         "--grad-accum",
@@ -185,13 +241,13 @@ def _add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
         help="micro-batches accumulated per optimizer step; default: the fewest whose micro-batch fits the memory",
     )
     recipe.add_argument("--opt", default="adamw", help="timm optimizer name")
-    recipe.add_argument("--lr", type=float, default=1e-3)
-    recipe.add_argument("--weight-decay", type=float, default=0.01)
-    recipe.add_argument("--opt-eps", type=float, default=1e-3)
-    recipe.add_argument("--warmup-epochs", type=float, default=10.0)
-    recipe.add_argument("--warmup-lr", type=float, default=1e-6)
+    recipe.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (after the warmup)")
+    recipe.add_argument("--weight-decay", type=float, default=0.01, help="the optimizer's weight decay")
+    recipe.add_argument("--opt-eps", type=float, default=1e-3, help="the optimizer's epsilon")
+    recipe.add_argument("--warmup-epochs", type=float, default=10.0, help="linear warmup length (a fraction allowed)")
+    recipe.add_argument("--warmup-lr", type=float, default=1e-6, help="learning rate the warmup starts from")
     recipe.add_argument("--min-lr", type=float, default=1e-5, help="end of the cosine schedule")
-    recipe.add_argument("--label-smoothing", type=float, default=0.1)
+    recipe.add_argument("--label-smoothing", type=float, default=0.1, help="cross-entropy label smoothing")
     recipe.add_argument("--clip-grad", type=float, default=3.0, help="max gradient norm; 0 disables clipping")
     recipe.add_argument("--aa", default="rand-m9-mstd0.5", help="timm auto-augment policy; 'none' disables it")
     recipe.add_argument("--hflip", type=float, default=0.5, help="horizontal flip probability")
@@ -201,7 +257,7 @@ def _add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
     recipe.add_argument("--mixup", type=float, default=0.0, help="mixup alpha (0 disables)")
     recipe.add_argument("--cutmix", type=float, default=0.0, help="cutmix alpha (0 disables)")
     recipe.add_argument("--model-ema", action="store_true", help="keep an EMA of the weights; validate and export it")
-    recipe.add_argument("--model-ema-decay", type=float, default=0.9998)
+    recipe.add_argument("--model-ema-decay", type=float, default=0.9998, help="the EMA's decay per optimizer step")
 
 
 def _add_speed_arguments(parser: argparse.ArgumentParser) -> None:
@@ -230,15 +286,21 @@ def _add_speed_arguments(parser: argparse.ArgumentParser) -> None:
         help="tensor: decode once, augment uint8 tensors; pil: timm's PIL transforms each epoch; auto: tensor if "
         "it can",
     )
-    parser.set_defaults(workers=None)  # default: from the CPU count on a GPU, 0 on CPU
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Where the run writes, its seed, checkpoints, resume and logging."""
     run = parser.add_argument_group("run")
     run.add_argument("--output-dir", type=Path, default=None, help="default: runs/<model>-<dataset>")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=int, default=0, help="seeds the init, the data order, augmentation and hold-out")
     run.add_argument("--checkpoint-every", type=int, default=1, help="epochs between checkpoints (and the last)")
     run.add_argument("--keep-checkpoints", type=int, default=2, help="how many of the newest checkpoints to keep")
-    run.add_argument("--resume", default=None, help="'latest' (a fresh start if there is none yet) or a checkpoint")
-    run.add_argument("--report-to", choices=("none", "tensorboard"), default="none")
+    run.add_argument(
+        "--resume",
+        default=None,
+        help="'latest' (a fresh start if there is none yet) or a checkpoint; default: a fresh run (a folder that "
+        "holds checkpoints is refused)",
+    )
+    run.add_argument(
+        "--report-to", choices=("none", "tensorboard"), default="none", help="tracker for the logged metrics"
+    )

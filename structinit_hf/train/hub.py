@@ -26,6 +26,7 @@ from huggingface_hub import constants as hf_constants
 from huggingface_hub.errors import HfHubHTTPError
 
 from ..atomic import replace_folder
+from .args import DefaultsHelpFormatter
 from .cards import build_model_card, count_parameters, read_results
 from .errors import UsageError
 
@@ -266,17 +267,21 @@ def _upload(
 def push_parser() -> argparse.ArgumentParser:
     """The flags of ``structinit-hf push-to-hub`` (``scripts/push_to_hub.py``)."""
     parser = argparse.ArgumentParser(
-        allow_abbrev=False, description="Publish a trained run on the Hugging Face Hub with its model card."
+        allow_abbrev=False,
+        description="Publish a trained run on the Hugging Face Hub with its model card.",
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--run-dir", required=True, help="output folder of a training run (final/ + results.json)")
     parser.add_argument("--repo-id", required=True, help="model repo to create or update, 'namespace/name'")
-    parser.add_argument("--private", action="store_true", help="create the repo private")
-    parser.add_argument("--revision", default=None, help="branch to commit to (created if missing); default main")
+    parser.add_argument(
+        "--private", action="store_true", help="create the repo private; default: the namespace's default visibility"
+    )
+    parser.add_argument("--revision", default=None, help="branch to commit to (created if missing); default: main")
     parser.add_argument(
         "--dataset-id",
         default=None,
-        help="Hub id of the dataset when the run read a local copy of one "
-        "(left out for a local dataset of your own: the card says so, with its classes and sizes)",
+        help="Hub id of the dataset when the run read a local copy of one; default: none, for a local dataset of your "
+        "own (the card says so, with its classes and sizes)",
     )
     parser.add_argument("--license", default="apache-2.0", help="license id declared in the card")
     parser.add_argument("--dry-run", action="store_true", help="print files and card; no network call")
