@@ -13,7 +13,7 @@ import importlib.util
 import sys
 from importlib import import_module
 
-from .init.apply import apply_structured_init
+from .init.apply import InitRefused, apply_structured_init, init_refusal
 from .init.impulse import impulse_shifts, impulse_targets, pseudo_input, sincos_2d
 from .init.mimetic import mimetic_qk, mimetic_vo
 from .init.options import INIT_METHODS, ImpulseOptions
@@ -36,6 +36,7 @@ _LAZY = {
 __all__ = [
     "INIT_METHODS",
     "ImpulseOptions",
+    "InitRefused",
     "StructInitViTConfig",
     "StructInitViTForImageClassification",
     "StructInitViTModel",
@@ -45,6 +46,7 @@ __all__ = [
     "apply_structured_init",
     "impulse_shifts",
     "impulse_targets",
+    "init_refusal",
     "mimetic_qk",
     "mimetic_vo",
     "pseudo_input",

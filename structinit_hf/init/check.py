@@ -14,7 +14,7 @@ where a block falls short, the init refuses (:class:`InitRefused`) and the model
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +22,15 @@ from torch import nn
 
 from .impulse import impulse_targets, target_fidelity
 
-__all__ = ["MIN_GAIN", "InitRefused", "attention_blocks", "block_patterns", "require_pattern"]
+__all__ = [
+    "MIN_GAIN",
+    "InitRefused",
+    "attention_blocks",
+    "attention_maps",
+    "block_patterns",
+    "require_pattern",
+    "target_patterns",
+]
 
 # mass on target in every block, x uniform: above stock timm (about 1), below the softest construction (1.9, shift
 # on a 4 x 4 grid)
@@ -68,7 +76,8 @@ def _fed(blocks: list[nn.Module], tokens: torch.Tensor) -> Iterator[None]:
 
     def replace(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         hidden = (args[0] if args else kwargs["hidden_states"]).clone()
-        hidden[:, -len(tokens) :] = tokens.to(hidden)
+        fed = tokens[-hidden.shape[1] :]  # a block that sees no class token (CaiT's) takes the patch tokens alone
+        hidden[:, -len(fed) :] = fed.to(hidden)
         if args:
             return (hidden, *args[1:]), kwargs
         return args, {**kwargs, "hidden_states": hidden}
@@ -82,28 +91,42 @@ def _fed(blocks: list[nn.Module], tokens: torch.Tensor) -> Iterator[None]:
 
 
 @torch.no_grad()
-def _attention_maps(model: nn.Module, tokens: torch.Tensor) -> list[torch.Tensor]:
-    """``heads x T x T`` per block, each block fed ``tokens`` (``N x D``) as its patch tokens; eval mode inside."""
+def attention_maps(
+    model: nn.Module, tokens: torch.Tensor | None = None, images: torch.Tensor | None = None
+) -> list[torch.Tensor]:
+    """``heads x T x T`` per block (of the first image), each block fed ``tokens`` (``... x D``) as its last tokens
+    where given; the forward reads ``images`` (default: one all-zero image of the model's size). Eval mode inside."""
     blocks, transformers = _blocks(model)
     training = model.training
     model.eval()
+    images = _image(model, transformers) if images is None else images
     try:
-        with _fed(blocks, tokens):
+        with _fed(blocks, tokens) if tokens is not None else nullcontext():
             if transformers:
-                config = model.config
-                implementation = config._attn_implementation
-                config._attn_implementation = "eager"
-                try:
-                    maps = model(pixel_values=_image(model, True), output_attentions=True).attentions
-                finally:
-                    config._attn_implementation = implementation
-                return [m[0].float() for m in maps]
-            return _timm_maps(model, blocks)
+                return _transformers_maps(model, images)
+            return _timm_maps(model, blocks, images)
     finally:
         model.train(training)
 
 
-def _timm_maps(model: nn.Module, blocks: list[nn.Module]) -> list[torch.Tensor]:
+def _transformers_maps(model: nn.Module, images: torch.Tensor) -> list[torch.Tensor]:
+    """transformers returns the maps with ``output_attentions`` from its eager attention: the config names it for the
+    attention interface, and a layer built as an SDPA subclass (Data2VecVision) runs as its eager parent meanwhile."""
+    config, implementation = model.config, model.config._attn_implementation
+    sdpa = [(m, type(m)) for m in model.modules() if "Sdpa" in type(m).__name__]
+    try:
+        config._attn_implementation = "eager"
+        for module, cls in sdpa:
+            module.__class__ = cls.__mro__[1]
+        maps = model(pixel_values=images, output_attentions=True).attentions
+    finally:
+        config._attn_implementation = implementation
+        for module, cls in sdpa:
+            module.__class__ = cls
+    return [m[0].float() for m in maps]
+
+
+def _timm_maps(model: nn.Module, blocks: list[nn.Module], images: torch.Tensor) -> list[torch.Tensor]:
     fused = [(module, module.fused_attn) for module in model.modules() if hasattr(module, "fused_attn")]
     maps: list[torch.Tensor] = []
     keep = lambda module, args, output: maps.append(args[0][0].float())  # noqa: E731
@@ -111,7 +134,7 @@ def _timm_maps(model: nn.Module, blocks: list[nn.Module]) -> list[torch.Tensor]:
     try:
         for module, _ in fused:
             module.fused_attn = False
-        model.forward_features(_image(model, False))
+        model.forward_features(images)
     finally:
         for handle in handles:
             handle.remove()
@@ -132,12 +155,17 @@ def block_patterns(
     every block fed ``tokens`` (``N x D``) as its patch tokens, after ``prefix_tokens`` (``P x D``) where given (else
     the class and register tokens the model makes from an all-zero image)."""
     fed = tokens if prefix_tokens is None else torch.cat([prefix_tokens.to(tokens), tokens])
+    return target_patterns(attention_maps(model, fed), shifts, grid)
+
+
+def target_patterns(maps: list[torch.Tensor], shifts: list[list[list[int]]], grid: tuple[int, int]) -> list[dict]:
+    """:func:`block_patterns`' figures of given maps (``heads x T x T`` per block, the patch tokens last)."""
     rows = []
-    for maps, block in zip(_attention_maps(model, fed), shifts, strict=True):
-        prefix = maps.shape[-1] - len(tokens)  # class and register tokens come first
+    for block_maps, block in zip(maps, shifts, strict=True):
+        prefix = block_maps.shape[-1] - grid[0] * grid[1]  # class and register tokens come first
         targets = F.pad(impulse_targets(grid, torch.tensor(block, dtype=torch.long)), (prefix, 0))
-        fidelity = target_fidelity(maps[:, prefix:].cpu(), targets)
-        rows.append({**{k: round(v, 4) for k, v in fidelity.items()}, "uniform": round(1 / maps.shape[-1], 4)})
+        fidelity = target_fidelity(block_maps[:, prefix:].cpu(), targets)
+        rows.append({**{k: round(v, 4) for k, v in fidelity.items()}, "uniform": round(1 / block_maps.shape[-1], 4)})
     return rows
 
 

@@ -167,7 +167,7 @@ def _timm_layout(model: nn.Module) -> ViTLayout | None:
 
 
 def _transformers_layout(model: nn.Module) -> ViTLayout | None:
-    base = getattr(model, "vit", model)  # ViTForImageClassification keeps the ViTModel in .vit
+    base = getattr(model, "base_model", model)  # ViT, DeiT, BEiT ...ForImageClassification keep theirs in .vit ...
     embeddings, config = getattr(base, "embeddings", None), getattr(base, "config", None)
     encoder_layers = getattr(base, "layers", None) or getattr(getattr(base, "encoder", None), "layer", None)
     if embeddings is None or config is None or encoder_layers is None:
@@ -183,10 +183,12 @@ def _transformers_layout(model: nn.Module) -> ViTLayout | None:
     dim = proj.out_channels
     image_size, patch_size = to_pair(config.image_size, "image_size"), to_pair(config.patch_size, "patch_size")
     pos_embed = getattr(embeddings, "position_embeddings", None)
-    cls_token = getattr(embeddings, "cls_token", None)
-    prefix_tokens = []
-    if cls_token is not None:
-        prefix_tokens.append(cls_token[0, 0].detach() + (pos_embed[0, 0].detach() if pos_embed is not None else 0))
+    prefix_tokens = []  # the class token, and DeiT's distillation token, each with its position slot
+    for name in ("cls_token", "distillation_token"):
+        token = getattr(embeddings, name, None)
+        if token is not None:
+            slot = pos_embed[0, len(prefix_tokens)].detach() if pos_embed is not None else 0
+            prefix_tokens.append(token[0, 0].detach() + slot)
     return ViTLayout(
         grid_size=(image_size[0] // patch_size[0], image_size[1] // patch_size[1]),
         dim=dim,

@@ -145,24 +145,36 @@ def _rope_writer(model: nn.Module, attn: nn.Module, index: int, grid: tuple[int,
     return write
 
 
+def _transformers_projections(layer: nn.Module) -> tuple[list[nn.Module], nn.Module | None]:
+    """q, k, v, o of a transformers layer (BEiT's ``q_proj`` ..., Data2VecVision's ``attention.attention.query`` ...
+    and ``attention.output.dense``) and the module that may hold its relative bias."""
+    attn = getattr(layer, "attention", None)
+    projections = [getattr(attn, name, None) for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    if all(isinstance(p, nn.Linear) for p in projections):
+        return projections, getattr(layer, "relative_position_bias", None)
+    inner, output = getattr(attn, "attention", None), getattr(getattr(attn, "output", None), "dense", None)
+    projections = [getattr(inner, name, None) for name in ("query", "key", "value")] + [output]
+    return projections, getattr(inner, "relative_position_bias", None)
+
+
 def _transformers_relative(model: nn.Module) -> RelativeLayout | None:
     base = getattr(model, "base_model", model)
-    encoder, config = getattr(base, "encoder", None), getattr(base, "config", None)
-    layers = getattr(encoder, "layer", None)
+    config, encoder = getattr(base, "config", None), getattr(base, "encoder", None)
+    layers = getattr(base, "layers", None) or getattr(encoder, "layer", None)
     if layers is None or config is None or not hasattr(base, "embeddings"):
         return None
     image, patch = to_pair(config.image_size, "image_size"), to_pair(config.patch_size, "patch_size")
     grid = (image[0] // patch[0], image[1] // patch[1])
     prefix = 1 if getattr(base.embeddings, "cls_token", None) is not None else 0
     keys = grid[0] * grid[1] + prefix
-    shared = _bias_writer(getattr(encoder, "relative_position_bias", None), grid, keys)
+    shared = getattr(base, "shared_position_bias", None) or getattr(encoder, "relative_position_bias", None)
+    shared = _bias_writer(shared, grid, keys)
     slots = []
     for layer in layers:
-        attn = getattr(layer, "attention", None)
-        projections = [getattr(attn, name, None) for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+        projections, bias = _transformers_projections(layer)
         if not all(isinstance(p, nn.Linear) for p in projections):
             return None
-        writer = _bias_writer(getattr(layer, "relative_position_bias", None), grid, keys)
+        writer = _bias_writer(bias, grid, keys)
         if writer is None and shared is None:
             return None
         slots.append(RelativeSlot(_separate_qkv_slot(*projections, num_heads=config.num_attention_heads), writer))
