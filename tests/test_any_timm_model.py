@@ -11,7 +11,7 @@ from tiny_runs import image_folder, run
 
 from structinit_hf.__main__ import main
 from structinit_hf.benchmark.arms import MODEL_ARMS
-from structinit_hf.benchmark.model_arms import DEFAULT_MODEL_ARMS, model_inits
+from structinit_hf.benchmark.model_arms import DEFAULT_MODEL_ARMS, head_dim, model_inits
 from structinit_hf.train.errors import UsageError
 from structinit_hf.train.models import load_model, model_data_config
 
@@ -90,6 +90,19 @@ def test_compare_model_keeps_the_inits_a_model_takes_and_says_why_it_refuses_the
         model_inits("test_resnet", {}, arms[1:])
     with pytest.raises(UsageError, match="--model-kwargs attention_init, kernel_size: compare --model sets the init"):
         model_inits("vit_tiny_patch16_224", {**TINY_VIT, "attention_init": "impulse", "kernel_size": 3}, arms)
+
+
+@pytest.mark.parametrize(
+    ("name", "model_kwargs", "expected"),
+    [
+        ("cait_xxs24_224", {"img_size": 32, "depth": 1}, 48),  # talking heads: no head_dim kept, the scale says it
+        ("swin_tiny_patch4_window7_224", {"img_size": 32, "window_size": 4, "depths": (1, 1, 1, 1)}, 32),
+        ("test_resnet", {}, 0),
+    ],
+)
+def test_the_head_dimension_that_sets_compares_rate_is_read_off_any_attention(name, model_kwargs, expected):
+    """Catches a head dimension read as 0 (so the rate of narrow heads, 1e-3) where a model keeps no ``head_dim``."""
+    assert head_dim(load_model(name, model_kwargs=model_kwargs).model) == expected
 
 
 @pytest.mark.parametrize(

@@ -40,9 +40,16 @@ class ModelInits:
 
 
 def head_dim(model: torch.nn.Module) -> int:
-    """The head dimension of the first attention module of ``model`` (timm's ``num_heads`` / ``head_dim``), else 0."""
-    heads = (m for m in model.modules() if isinstance(getattr(m, "head_dim", None), int) and hasattr(m, "num_heads"))
-    return next((module.head_dim for module in heads), 0)
+    """The head dimension of the first attention module of ``model`` (one with ``num_heads``: its ``head_dim``, else
+    what its logit scale, ``head_dim ** -0.5``, says), else 0."""
+    for module in model.modules():
+        if not isinstance(getattr(module, "num_heads", None), int):
+            continue
+        if isinstance(getattr(module, "head_dim", None), int):
+            return module.head_dim
+        if isinstance(getattr(module, "scale", None), float):
+            return round(module.scale**-2)
+    return 0
 
 
 def model_inits(model: str, model_kwargs: dict[str, Any], arms: list[Arm], seed: int = 0) -> ModelInits:
