@@ -109,7 +109,11 @@ def test_the_head_dimension_that_sets_compares_rate_is_read_off_any_attention(na
     ("argv", "message"),
     [
         (["--family", "swin", "--model", "test_vit"], "--family swin --model test_vit: pass one"),
-        (["--model", "test_vit", "--arms", "default"], "--arms default: not model arms"),
+        (
+            ["--model", "test_vit", "--arms", "default"],
+            "--arms default: not model arms (--model test_vit); allowed: "
+            "model-default, model-mimetic, model-impulse3, model-impulse5",
+        ),
     ],
 )
 def test_compare_model_bad_flags_are_one_line(argv, message, capsys):

@@ -165,12 +165,13 @@ def _check(args: argparse.Namespace) -> None:
     if args.arms is None:
         args.arms = list(FAMILIES[args.family][1])
     own = ", ".join(name for name, arm in ALL_ARMS.items() if arm.family == args.family)
+    chosen = f"--model {args.model}" if args.model is not None else f"--family {args.family}"
     unknown = [arm for arm in args.arms if arm not in ALL_ARMS]
     if unknown:
-        raise UsageError(f"--arms {' '.join(unknown)}: unknown arm; allowed (--family {args.family}): {own}")
+        raise UsageError(f"--arms {' '.join(unknown)}: unknown arm; allowed ({chosen}): {own}")
     foreign = [arm for arm in args.arms if ALL_ARMS[arm].family != args.family]
     if foreign:
-        raise UsageError(f"--arms {' '.join(foreign)}: not {args.family} arms (--family {args.family}); allowed: {own}")
+        raise UsageError(f"--arms {' '.join(foreign)}: not {args.family} arms ({chosen}); allowed: {own}")
     for flag, values, what in (("arms", args.arms, "arm"), ("seeds", args.seeds, "seed")):
         repeated = list(dict.fromkeys(value for value in values if values.count(value) > 1))
         if repeated:
