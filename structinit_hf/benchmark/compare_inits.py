@@ -137,7 +137,8 @@ def compare_parser() -> argparse.ArgumentParser:
         nargs="*",
         default={},
         action=KeyValueAction,
-        help=f"architecture of every arm, over the proxy's {dict(PROFILE.architecture)}, e.g. img_size=32",
+        help=f"architecture of every arm, over the proxy's {dict(PROFILE.architecture)}, e.g. img_size=32 (with "
+        "--model: over timm's own for that name, nothing of the proxy's)",
     )
     parser.add_argument(
         "--threads",
