@@ -133,7 +133,7 @@ def coverage_rows() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--write", action="store_true", help=f"replace the table between the markers in {DOCS}")
     args = parser.parse_args(argv)
     table = "\n".join(coverage_rows())
