@@ -42,7 +42,6 @@ class RelativeLayout:
 
     kind: str  # "relpos" or "rope"
     grid_size: tuple[int, int]
-    num_prefix_tokens: int
     attentions: list[RelativeSlot]
     shared: Writer | None = None  # one bias for every block (timm's shared_rel_pos, BEiT's shared bias)
 
@@ -117,7 +116,7 @@ def _timm_relative(model: nn.Module) -> RelativeLayout | None:
                 return None
         slots.append(RelativeSlot(slot, writer))
     kind = "rope" if rope is not None else "relpos"
-    return RelativeLayout(kind, grid, prefix, slots, shared) if slots else None
+    return RelativeLayout(kind, grid, slots, shared) if slots else None
 
 
 def _rope_writer(model: nn.Module, attn: nn.Module, index: int, grid: tuple[int, int], prefix: int) -> Writer | None:
@@ -178,7 +177,7 @@ def _transformers_relative(model: nn.Module) -> RelativeLayout | None:
         if writer is None and shared is None:
             return None
         slots.append(RelativeSlot(_separate_qkv_slot(*projections, num_heads=config.num_attention_heads), writer))
-    return RelativeLayout("relpos", grid, prefix, slots, shared) if slots else None
+    return RelativeLayout("relpos", grid, slots, shared) if slots else None
 
 
 def relative_layout(model: nn.Module) -> RelativeLayout | None:
