@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -139,13 +140,15 @@ def _as_from_a_shell() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_ctrl_c_stops_in_one_line_that_says_how_to_resume(parent, tmp_path):
-    """SIGINT during the first epoch (the run paused there): no traceback, exit status 130, the resume command."""
-    paused = tmp_path / "paused"
-    env = script_env(KILL_AT="pause", PAUSED_FILE=str(paused), TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"))
+def _stopped_by_ctrl_c(argv: list[str], paused: Path, second_after: float | None = None) -> tuple[int, str]:
+    """Start ``train`` as a shell does, paused inside its first step; press Ctrl-C (and again ``second_after`` seconds
+    later); return its exit status and its last stderr line."""
+    env = script_env(
+        KILL_AT="pause-in-step", PAUSED_FILE=str(paused), TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"),
+        WAIT_AFTER_SIGNAL="0" if second_after is None else "60",
+    )  # fmt: skip
     from tiny_runs import KILLING_TRAIN
 
-    argv = synthetic_args(parent.root / "data", tmp_path / "G")
     process = subprocess.Popen(
         [sys.executable, "-c", KILLING_TRAIN, *argv], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
         preexec_fn=_as_from_a_shell,
@@ -154,10 +157,25 @@ def test_ctrl_c_stops_in_one_line_that_says_how_to_resume(parent, tmp_path):
     while not paused.exists() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)
-    stderr = process.communicate(timeout=60)[1].decode()
-    assert process.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
-    last = stderr.strip().splitlines()[-1]
-    assert (
-        last == "interrupted: training stopped in epoch 1; no checkpoint yet: rerun the same command with --resume "
-        "latest to continue"
+    if second_after is not None:
+        time.sleep(second_after)
+        process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=120)[1].decode()
+    assert "Traceback" not in stderr, stderr[-3000:]
+    return process.returncode, stderr.strip().splitlines()[-1]
+
+
+def test_ctrl_c_saves_a_checkpoint_in_one_line_that_says_how_to_resume_and_twice_stops_at_once(parent, tmp_path):
+    """Ctrl-C inside the first step: the step finishes and is saved, one line names the checkpoint and the exact
+    command that resumes, exit status 75; that command, stopped by Ctrl-C twice, stops at once (130) and names the
+    checkpoint it would resume from."""
+    out = tmp_path / "G"
+    argv = synthetic_args(parent.root / "data", out)
+    status, last = _stopped_by_ctrl_c(argv, tmp_path / "paused")
+    checkpoint = out / "checkpoints" / "epoch_0000_step_00000001"
+    resume = shlex.join(["python", str(REPO / "scripts" / "train.py"), *argv, "--resume", "latest"])
+    assert (status, last) == (75, f"stopped by SIGINT in epoch 1 after step 1: saved {checkpoint}; resume with: {resume}")
+    status, last = _stopped_by_ctrl_c([*argv, "--resume", "latest"], tmp_path / "paused-again", second_after=1.5)
+    assert status == 130 and last.startswith(
+        f"interrupted: training stopped in epoch 1; the last checkpoint is {checkpoint}: rerun the same command"
     ), last

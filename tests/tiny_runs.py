@@ -118,6 +118,19 @@ elif point == "final-swap-aside":  # between the renames: the old final/ moved a
     kill_when(os, "replace", lambda src, dst: Path(src).name == "final", after=True)
 elif point == "pause":  # set up, run folder locked, before the first epoch
     structinit_hf.train.loop.train_one_epoch = pause
+elif point == "pause-in-step":  # inside the first step until a stop signal is noted, then WAIT_AFTER_SIGNAL seconds
+    import structinit_hf.train.step
+    real_step = structinit_hf.train.step.TrainingStep.__call__
+    def paused_step(self, *args):
+        if not calls:
+            calls.append(1)
+            Path(os.environ["PAUSED_FILE"]).write_text(str(os.getpid()))
+            noted, deadline = signal.getsignal(signal.SIGINT).__self__, time.monotonic() + 240
+            while noted.signal is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(float(os.environ.get("WAIT_AFTER_SIGNAL", "0")))
+        return real_step(self, *args)
+    structinit_hf.train.step.TrainingStep.__call__ = paused_step
 sys.argv = [os.environ["TRAIN_SCRIPT"], *sys.argv[1:]]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

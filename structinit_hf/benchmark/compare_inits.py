@@ -36,6 +36,7 @@ from ..train import (
     VALIDATION_SPLITS,
     DefaultsHelpFormatter,
     KeyValueAction,
+    TrainingStopped,
     UsageError,
     acquire_run_lock,
     dataset_files_digest,
@@ -363,8 +364,10 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
                     contextlib.redirect_stderr(log),
                 ):  # resume="latest": a run cut short continues from its last checkpoint, bit for bit
                     run(planned[run_dir], on_epoch=lambda record: progress.update(1))
-    except BaseException:
+    except BaseException as error:
         _drop_untouched(out_dir)
+        if isinstance(error, TrainingStopped):  # a signal: the run saved a checkpoint, which this command resumes
+            error.resume = _command(args, out_dir)
         raise
     finally:
         lock.release()

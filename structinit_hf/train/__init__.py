@@ -27,6 +27,7 @@ from .settings import (
     TrainingSettings,
     dataset_source,
 )
+from .stopping import TrainingStopped
 
 if TYPE_CHECKING:
     from .checkpoints import find_checkpoint, read_trainer_state
@@ -50,6 +51,7 @@ __all__ = [
     "RunSettings",
     "Speed",
     "TrainingSettings",
+    "TrainingStopped",
     "UsageError",
     "acquire_run_lock",
     "dataset_files_digest",

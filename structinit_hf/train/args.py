@@ -294,6 +294,20 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--output-dir", type=Path, default=None, help="default: runs/<model>-<dataset>")
     run.add_argument("--seed", type=int, default=0, help="seeds the init, the data order, augmentation and hold-out")
     run.add_argument("--checkpoint-every", type=int, default=1, help="epochs between checkpoints (and the last)")
+    run.add_argument(
+        "--checkpoint-steps",
+        type=int,
+        default=None,
+        help="also checkpoint every N optimizer steps inside an epoch (a preempted run loses at most N steps); "
+        "default: at epoch ends only",
+    )
+    run.add_argument(
+        "--checkpoint-minutes",
+        type=float,
+        default=None,
+        help="also checkpoint inside an epoch once M minutes have passed since the last checkpoint; default: at epoch "
+        "ends only",
+    )
     run.add_argument("--keep-checkpoints", type=int, default=2, help="how many of the newest checkpoints to keep")
     run.add_argument(
         "--resume",

@@ -1,4 +1,6 @@
-"""Epoch checkpoints: ``checkpoints/epoch_XXXX/`` written whole or not at all, read back, checked.
+"""Checkpoints: ``checkpoints/epoch_XXXX/`` (an epoch's end) and ``checkpoints/epoch_XXXX_step_YYYYYYYY/`` (inside
+epoch XXXX + 1, after optimizer step YYYYYYYY), written whole or not at all, read back, checked; names sort in
+training order.
 
 A checkpoint is accelerate's ``save_state`` plus ``trainer_state.json`` (where the run was, and the result flags it
 was started with) and, with ``--model-ema``, the EMA weights. It is written into ``checkpoints/.epoch_XXXX.tmp`` and
@@ -48,12 +50,25 @@ EMA_WEIGHTS = "ema.safetensors"
 
 @dataclass
 class RunState:
-    """Where a run is: completed epochs, optimizer steps, training images seen and time spent."""
+    """Where a run is: completed epochs, optimizer steps, training images seen and time spent; inside an epoch, its
+    optimizer steps so far, their summed loss (the mean over processes of each one's sum) and their seconds."""
 
     epoch: int = 0
     step: int = 0
     images_seen: int = 0
     wall_time_s: float = 0.0
+    epoch_step: int = 0
+    epoch_loss_sum: float = 0.0
+    epoch_seconds: float = 0.0
+
+    @property
+    def checkpoint_name(self) -> str:
+        """``epoch_XXXX`` at an epoch's end, ``epoch_XXXX_step_YYYYYYYY`` inside the next one."""
+        inside = f"_step_{self.step:08d}" if self.epoch_step else ""
+        return f"{CHECKPOINT_PREFIX}{self.epoch:04d}{inside}"
+
+
+_REQUIRED_STATE = ("epoch", "step", "images_seen", "wall_time_s")  # what every checkpoint records (the rest: 0)
 
 
 def complete_checkpoints(output_dir: Path) -> list[Path]:
@@ -133,7 +148,7 @@ def save_training_state(
     """Write ``checkpoints/epoch_XXXX`` (a temporary folder, then a rename), recording ``state`` and the run's
     ``result_flags`` (what a resumed run must keep); keep the newest ``keep``."""
     checkpoints = Path(output_dir) / "checkpoints"
-    target = checkpoints / f"{CHECKPOINT_PREFIX}{state.epoch:04d}"
+    target = checkpoints / state.checkpoint_name
     temporary = checkpoints / f".{target.name}.tmp"
     if accelerator.is_main_process:
         if temporary.exists():
@@ -199,9 +214,7 @@ def load_training_state(
         if not (checkpoint / EMA_WEIGHTS).is_file():
             raise UsageError(f"--model-ema is on but {checkpoint} holds no EMA weights ({EMA_WEIGHTS})")
         safetensors.torch.load_model(ema.module, str(checkpoint / EMA_WEIGHTS), device=str(accelerator.device))
-    try:
-        return RunState(**{key: saved[key] for key in RunState.__dataclass_fields__})
-    except KeyError as error:
-        raise UsageError(
-            f"{checkpoint / TRAINER_STATE} lacks {error.args[0]!r}; {_recovery(Path(checkpoint))}"
-        ) from None
+    missing = [key for key in _REQUIRED_STATE if key not in saved]
+    if missing:
+        raise UsageError(f"{checkpoint / TRAINER_STATE} lacks {missing[0]!r}; {_recovery(Path(checkpoint))}")
+    return RunState(**{key: saved[key] for key in RunState.__dataclass_fields__ if key in saved})

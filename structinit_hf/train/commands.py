@@ -26,6 +26,7 @@ from contextlib import contextmanager, nullcontext
 from importlib.util import find_spec
 
 from .errors import INTERRUPTED_EXIT_STATUS, USAGE_EXIT_STATUS, USER_ERRORS
+from .stopping import STOPPED_EXIT_STATUS, TrainingStopped
 
 __all__ = ["EXTRAS", "extra_for", "missing_extra_message", "run_script", "script_imports"]
 
@@ -54,8 +55,10 @@ def run_script(
 
     ``function`` gets the namespace without ``debug``.  Returns the exit status: ``function``'s own when
     it returns an int, else 0; a user error prints ``error: <message>`` on stderr and returns
-    :data:`USAGE_EXIT_STATUS`, Ctrl-C prints ``interrupted`` (with the ``KeyboardInterrupt``'s message, if any) and
-    returns :data:`INTERRUPTED_EXIT_STATUS` (``--debug`` re-raises either).
+    :data:`USAGE_EXIT_STATUS`; training stopped at a checkpoint by a signal prints what was saved and how to resume
+    and returns :data:`~.stopping.STOPPED_EXIT_STATUS`; a ``KeyboardInterrupt`` (Ctrl-C outside training, a second
+    signal inside it) prints ``interrupted`` (with its message, if any) and returns :data:`INTERRUPTED_EXIT_STATUS`
+    (``--debug`` re-raises each).
     """
     parser.add_argument("--debug", action="store_true", help="show the full traceback of a user error")
     args = parser.parse_args(argv)
@@ -68,6 +71,11 @@ def run_script(
             raise
         print(f"error: {error}", file=sys.stderr)
         return USAGE_EXIT_STATUS
+    except TrainingStopped as stopped:  # a signal: the run saved a checkpoint and says how to resume
+        if debug:
+            raise
+        print(stopped, file=sys.stderr)
+        return STOPPED_EXIT_STATUS
     except KeyboardInterrupt as interrupt:  # Ctrl-C: one line (the function may say how to go on), the shell's 130
         if debug:
             raise

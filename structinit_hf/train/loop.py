@@ -8,8 +8,10 @@ defaults, model, data, ``accelerator.prepare``, resume), then per epoch :func:`t
 :func:`finish_run`.  The same code runs on one CPU, several GPUs, several machines or FSDP, whatever
 ``accelerate launch`` sets up.  Each epoch's randomness (shuffle order, each sample's augmentation,
 mixup) is a function of ``(seed, epoch)`` and the learning rate a function of the step, so a run
-resumed from an epoch checkpoint reaches the same weights as an uninterrupted one.  The run folder is
-described in :mod:`structinit_hf.train.run_folder`.
+resumed from an epoch checkpoint reaches the same weights as an uninterrupted one; one resumed inside an epoch
+skips the batches already trained (accelerate's ``skip_first_batches``) and continues from the random state its
+checkpoint restored, to the same weights too.  Checkpoints inside an epoch and stop signals:
+:mod:`.stopping`.  The run folder is described in :mod:`structinit_hf.train.run_folder`.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import itertools
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate import skip_first_batches
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 
@@ -33,6 +37,7 @@ from .export import save_final_model
 from .prepare import Run, setup_run
 from .run_folder import append_metrics, result_flags
 from .settings import RunRecord, TrainingSettings
+from .stopping import Checkpointing, TrainingStopped, resume_command
 
 __all__ = [
     "LOG_EVERY",
@@ -78,52 +83,87 @@ def _mean_loss(run: Run, loss_sum: torch.Tensor, micro_steps: int, epoch: int) -
     return value
 
 
+def _save(run: Run) -> Path:
+    """Checkpoint where the run is now (keeping the newest ``--keep-checkpoints``)."""
+    path = save_training_state(
+        run.accelerator, run.output_dir, run.state, result_flags(run.flags), run.ema, run.settings.run.keep_checkpoints
+    )
+    if run.checkpointing is not None:
+        run.checkpointing.saved(run.state.step)
+    return path
+
+
+def _stop(run: Run, where: str) -> TrainingStopped:
+    """Checkpoint the steps trained since the newest checkpoint (if any) and say so: what :func:`run` raises."""
+    saved = run.checkpointing.saved_step != run.state.step
+    checkpoint = _save(run) if saved else next(reversed(complete_checkpoints(run.output_dir)), None)
+    return run.checkpointing.stopped(where, checkpoint, saved)
+
+
 def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
-    """One pass over the training data; returns the mean loss, images trained and seconds taken."""
+    """One pass over the training data (the rest of it, resumed inside the epoch); returns the mean loss, images
+    trained and seconds taken."""
     accelerator, recipe, state = run.accelerator, run.recipe, run.state
     start = time.perf_counter()
-    set_seed(run.settings.run.seed + epoch, device_specific=True)  # this epoch's mixup and drop-path
-    epoch_steps = run.micro_steps_per_epoch
+    epoch_steps, accumulation = run.micro_steps_per_epoch, accelerator.gradient_accumulation_steps
+    done = state.epoch_step * accumulation  # micro-batches of this epoch trained before a resume
+    if not done:  # else the random state the checkpoint restored continues
+        set_seed(run.settings.run.seed + epoch, device_specific=True)  # this epoch's mixup and drop-path
     if run.batches is None:  # one pass of the loader over this epoch and every later one (their shuffle orders and
         run.train_loader.set_epoch(epoch)  # per-sample augmentation seeds): its workers run ahead into the next epoch
-        if len(run.train_loader) != epoch_steps * (run.recipe.epochs - epoch):  # else epochs would cut into each other
+        loader = skip_first_batches(run.train_loader, done) if done else run.train_loader
+        if len(loader) != epoch_steps * (run.recipe.epochs - epoch) - done:  # else epochs would cut into each other
             raise RuntimeError(
-                f"the training loader holds {len(run.train_loader)} micro-batches for epochs {epoch + 1} to "
+                f"the training loader holds {len(loader)} micro-batches for epochs {epoch + 1} to "
                 f"{run.recipe.epochs}, not {epoch_steps} an epoch: micro-batch x accumulation x processes is not "
                 "the global batch"
             )
-        run.batches = iter(run.train_loader)
+        run.batches = iter(loader)
     run.scheduler.step_update(state.step)
     run.model.train()
-    loss_sum = torch.zeros((), device=accelerator.device)
-    micro_steps = images = 0
+    loss_sum = torch.full((), state.epoch_loss_sum, device=accelerator.device)
+    micro_steps, images = done, done * run.micro_batch * accelerator.num_processes
     progress = _progress(run, epoch_steps * run.micro_batch * accelerator.num_processes, f"epoch {epoch + 1}")
-    for inputs, labels in itertools.islice(run.batches, epoch_steps):
-        with accelerator.accumulate(run.model):
-            targets = labels
-            if run.mixup is not None:
-                inputs, targets = run.mixup(inputs, labels)
-            loss = run.step(inputs, targets)
-            if accelerator.sync_gradients and recipe.clip_grad > 0:
-                accelerator.clip_grad_norm_(run.model.parameters(), recipe.clip_grad)
-            run.optimizer.step()
-            run.optimizer.zero_grad()
-        if accelerator.sync_gradients:
-            state.step += 1
-            run.scheduler.step_update(state.step)
-            if run.ema is not None:
-                run.ema.update(accelerator.unwrap_model(run.model), step=state.step)
-        loss_sum += loss.detach()
-        micro_steps += 1
-        images += inputs.shape[0] * accelerator.num_processes
-        progress.update(inputs.shape[0] * accelerator.num_processes)
-        if micro_steps % LOG_EVERY == 0 or micro_steps == epoch_steps:  # at least once an epoch
-            running = _mean_loss(run, loss_sum, micro_steps, epoch)
-            progress.set_postfix(loss=f"{running:.4f}", lr=f"{run.optimizer.param_groups[0]['lr']:.2e}")
-    progress.close()
+    progress.update(images)
+    try:  # the bar closes whatever ends the epoch (a signal among them): the next line starts clean
+        for inputs, labels in itertools.islice(run.batches, epoch_steps - done):
+            with accelerator.accumulate(run.model):
+                targets = labels
+                if run.mixup is not None:
+                    inputs, targets = run.mixup(inputs, labels)
+                loss = run.step(inputs, targets)
+                if accelerator.sync_gradients and recipe.clip_grad > 0:
+                    accelerator.clip_grad_norm_(run.model.parameters(), recipe.clip_grad)
+                run.optimizer.step()
+                run.optimizer.zero_grad()
+            if accelerator.sync_gradients:
+                state.step += 1
+                run.scheduler.step_update(state.step)
+                if run.ema is not None:
+                    run.ema.update(accelerator.unwrap_model(run.model), step=state.step)
+            loss_sum += loss.detach()
+            micro_steps += 1
+            images += inputs.shape[0] * accelerator.num_processes
+            progress.update(inputs.shape[0] * accelerator.num_processes)
+            if micro_steps % LOG_EVERY == 0 or micro_steps == epoch_steps:  # at least once an epoch
+                running = _mean_loss(run, loss_sum, micro_steps, epoch)
+                progress.set_postfix(loss=f"{running:.4f}", lr=f"{run.optimizer.param_groups[0]['lr']:.2e}")
+            if accelerator.sync_gradients and run.checkpointing is not None:
+                save, stop = run.checkpointing.after_step(accelerator, state.step, micro_steps == epoch_steps)
+                if save:
+                    state.epoch_step = micro_steps // accumulation
+                    state.epoch_loss_sum = accelerator.reduce(loss_sum, reduction="mean").item()
+                    state.epoch_seconds += time.perf_counter() - start
+                    start = time.perf_counter()
+                if stop:
+                    raise _stop(run, f"in epoch {epoch + 1} after step {state.step}")
+                if save:
+                    _save(run)
+    finally:
+        progress.close()
     if epoch + 1 == run.recipe.epochs:
         next(run.batches, None)  # the pass ends: accelerate's end-of-loader bookkeeping
-    seconds = time.perf_counter() - start
+    seconds = state.epoch_seconds + time.perf_counter() - start
     train_loss = _mean_loss(run, loss_sum, micro_steps, epoch)
     weights = sum(p.detach().float().abs().sum() for p in accelerator.unwrap_model(run.model).parameters())
     if not math.isfinite(accelerator.reduce(weights, reduction="sum").item()):
@@ -152,6 +192,7 @@ def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) 
     """Advance the run state by one epoch; write its ``metrics.jsonl`` line, tracker entry and summary."""
     state = run.state
     state.epoch, state.images_seen = state.epoch + 1, state.images_seen + trained["images"]
+    state.epoch_step, state.epoch_loss_sum, state.epoch_seconds = 0, 0.0, 0.0
     state.wall_time_s += trained["seconds"] + val["seconds"]
     record = {
         "epoch": state.epoch,
@@ -225,37 +266,48 @@ def run(settings: TrainingSettings, on_epoch: Callable[[dict[str, Any]], None] |
 
     The one entry into training: ``structinit-hf train``, ``compare``, the study's benchmarks and a notebook all call
     it. ``on_epoch`` is called with each epoch's ``metrics.jsonl`` record (a caller's progress display)."""
-    training = setup_run(settings)
+    with Checkpointing(settings.run.checkpoint_steps, settings.run.checkpoint_minutes) as checkpointing:
+        training = setup_run(settings)  # a signal during it is obeyed before the first step
+        checkpointing.saved_step = training.state.step  # where the run starts: nothing new to save yet
+        training.checkpointing = checkpointing
+        try:
+            return _train(training, on_epoch)
+        except TrainingStopped:
+            raise
+        except KeyboardInterrupt:
+            kept = complete_checkpoints(training.output_dir)
+            raise KeyboardInterrupt(
+                f"training stopped in epoch {training.state.epoch + 1}; "
+                + (f"the last checkpoint is {kept[-1]}: " if kept else "no checkpoint yet: ")
+                + "rerun the same command with --resume latest to continue"
+            ) from None
+        finally:
+            if training.lock is not None:
+                training.lock.release()
+
+
+def _train(training: Run, on_epoch: Callable[[dict[str, Any]], None] | None) -> RunRecord:
+    """:func:`run`'s epochs, a checkpoint after every ``--checkpoint-every``-th and the last, and the final model;
+    stopped at the first step boundary after a signal."""
     epochs, every = training.recipe.epochs, training.settings.run.checkpoint_every
-    try:
-        for epoch in range(training.state.epoch, epochs):
-            trained = train_one_epoch(training, epoch)
-            val = validate(training, training.val_loader, training.data.validation_split)
-            record = log_epoch(training, trained, val)
-            if on_epoch is not None:
-                on_epoch(record)
-            if training.state.epoch % every == 0 or training.state.epoch == epochs:
-                save_training_state(
-                    training.accelerator,
-                    training.output_dir,
-                    training.state,
-                    result_flags(training.flags),
-                    training.ema,
-                    training.settings.run.keep_checkpoints,
-                )
-        return RunRecord(training.output_dir, finish_run(training))
-    except KeyboardInterrupt:
-        kept = complete_checkpoints(training.output_dir)
-        raise KeyboardInterrupt(
-            f"training stopped in epoch {training.state.epoch + 1}; "
-            + (f"the last checkpoint is {kept[-1]}: " if kept else "no checkpoint yet: ")
-            + "rerun the same command with --resume latest to continue"
-        ) from None
-    finally:
-        if training.lock is not None:
-            training.lock.release()
+    for epoch in range(training.state.epoch, epochs):
+        if training.checkpointing.stop_requested(training.accelerator):
+            raise _stop(training, f"in epoch {epoch + 1} at step {training.state.step}")
+        trained = train_one_epoch(training, epoch)
+        val = validate(training, training.val_loader, training.data.validation_split)
+        record = log_epoch(training, trained, val)
+        if on_epoch is not None:
+            on_epoch(record)
+        if training.state.epoch % every == 0 or training.state.epoch == epochs:
+            _save(training)
+    return RunRecord(training.output_dir, finish_run(training))
 
 
 def run_command(args: argparse.Namespace) -> RunRecord:
-    """``structinit-hf train`` (``scripts/train.py``): :func:`run` on the settings of the parsed command line."""
-    return run(settings_from_args(args))
+    """``structinit-hf train`` (``scripts/train.py``): :func:`run` on the settings of the parsed command line; stopped
+    by a signal, it names the command line that resumes."""
+    try:
+        return run(settings_from_args(args))
+    except TrainingStopped as stopped:
+        stopped.resume = resume_command()
+        raise

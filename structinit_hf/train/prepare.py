@@ -47,6 +47,7 @@ from .run_folder import ResumePoint, RunLock, default_output_dir, lock_run_folde
 from .settings import ModelSettings, Recipe, Speed, TrainingSettings
 from .settings_checks import check_run_args
 from .step import TrainingStep
+from .stopping import Checkpointing
 from .tensor_data import training_datasets
 
 __all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "setup_run", "steps_per_epoch", "usable_cpus"]
@@ -129,6 +130,7 @@ class Run:
     state: RunState
     lock: RunLock | None  # run.lock of the output folder (held by the main process)
     batches: Iterator[Any] | None = None  # the training loader's one pass over the epochs left, once started
+    checkpointing: Checkpointing | None = None  # checkpoints inside an epoch and stop signals (set by the loop)
 
     @property
     def micro_steps_per_epoch(self) -> int:

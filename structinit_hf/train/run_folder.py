@@ -56,7 +56,8 @@ METRICS = "metrics.jsonl"
 # flags that cannot change the trained weights or the scores: a resumed run may change them freely
 RESULT_NEUTRAL_FLAGS = frozenset(
     {
-        "workers", "report_to", "resume", "output_dir", "checkpoint_every", "keep_checkpoints", "compile",
+        "workers", "report_to", "resume", "output_dir", "checkpoint_every", "checkpoint_steps", "checkpoint_minutes",
+        "keep_checkpoints", "compile",
         "eval_batch_size", "trust_remote_code", "allow_new_label_names",
     }
 )  # fmt: skip

@@ -153,6 +153,8 @@ class RunSettings(_Flags):
     output_dir: Path | None = None
     seed: int = 0
     checkpoint_every: int = 1
+    checkpoint_steps: int | None = None  # also every N optimizer steps inside an epoch
+    checkpoint_minutes: float | None = None  # also once M minutes have passed since the last checkpoint
     keep_checkpoints: int = 2
     resume: str | None = None
     report_to: str = "none"

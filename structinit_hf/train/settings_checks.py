@@ -39,6 +39,7 @@ def check_run_args(settings: TrainingSettings, num_processes: int) -> None:
     positive = (
         ("epochs", recipe.epochs), ("batch-size", recipe.batch_size), ("grad-accum", recipe.grad_accum),
         ("checkpoint-every", run.checkpoint_every), ("keep-checkpoints", run.keep_checkpoints),
+        ("checkpoint-steps", run.checkpoint_steps),
         ("eval-batch-size", speed.eval_batch_size), ("max-train-samples", data.max_train_samples),
         ("max-eval-samples", data.max_eval_samples),
     )  # fmt: skip
@@ -64,6 +65,7 @@ def check_run_args(settings: TrainingSettings, num_processes: int) -> None:
         ("cutmix", recipe.cutmix, ">= 0 (0 disables it)", lambda v: v >= 0),
         ("model-ema-decay", recipe.model_ema_decay, "0 <= value < 1", lambda v: 0 <= v < 1),
         ("val-split", data.val_split, "a fraction in [0, 1)", lambda v: 0 <= v < 1),
+        ("checkpoint-minutes", run.checkpoint_minutes, "> 0 (minutes)", lambda v: v is None or v > 0),
     )
     for flag, value, allowed, check in ranges:
         if not math.isfinite(value if value is not None else 0) or not check(value):

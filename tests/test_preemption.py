@@ -1,0 +1,173 @@
+"""A preempted run loses minutes, not epochs: checkpoints inside an epoch, a signal that ends in a checkpoint, and the
+resume that continues from either to the uninterrupted run's weights, bit for bit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_runs import TIMINGS, run, run_killed_at, synthetic_args, synthetic_dataset, weights
+
+from structinit_hf.train import stopping
+from structinit_hf.train.dataloaders import EpochShuffleSampler
+from structinit_hf.train.run_folder import LOCK_FILE
+from structinit_hf.train.step import TrainingStep
+from structinit_hf.train.stopping import TrainingStopped, resume_command
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, Path]:
+    """The dataset and an uninterrupted run of :func:`_command` (no checkpoint inside an epoch)."""
+    root = tmp_path_factory.mktemp("preemption")
+    dataset = synthetic_dataset(root / "data")
+    run(_command(dataset, root / "reference"))
+    return dataset, root / "reference"
+
+
+def _command(dataset: Path, output_dir: Path, *extra: str) -> list[str]:
+    """The epoch-level resume test's run: loader workers, mixup and drop-path, 3 epochs of 4 steps."""
+    argv = synthetic_args(dataset, output_dir, "--workers", "2", "--mixup", "0.8", "--resume", "latest", *extra)
+    argv[argv.index("depth=1")] = "depth=2"  # drop-path 0 and 0.1 (timm's rates rise from 0 over the blocks)
+    return [*argv[:7], "drop_path_rate=0.1", *argv[7:]]
+
+
+def _same_run(reference: Path, out: Path) -> None:
+    expected, got = weights(reference / "final"), weights(out / "final")
+    assert expected.keys() == got.keys()
+    for name in expected:
+        assert torch.equal(expected[name], got[name]), name
+    per_epoch = [
+        [{k: v for k, v in json.loads(line).items() if k not in TIMINGS} for line in lines]
+        for lines in ((folder / "metrics.jsonl").read_text().splitlines() for folder in (reference, out))
+    ]
+    assert per_epoch[0] == per_epoch[1] and [line["epoch"] for line in per_epoch[1]] == [1, 2, 3]
+
+
+def _signal_at_step(monkeypatch, *signals: int, at: int) -> None:
+    """Send ``signals`` to this process during the ``at``-th micro-batch (before its backward ends)."""
+    real, calls = TrainingStep.__call__, []
+
+    def step(self, inputs, targets):
+        calls.append(1)
+        if len(calls) == at:
+            for number in signals:
+                os.kill(os.getpid(), number)
+        return real(self, inputs, targets)
+
+    monkeypatch.setattr(TrainingStep, "__call__", step)
+
+
+@pytest.mark.slow
+def test_a_kill_inside_an_epoch_resumes_from_its_step_checkpoint_to_the_same_weights(reference, tmp_path, monkeypatch):
+    """Catches a step checkpoint that a resume cannot continue from bit for bit: batches of the epoch trained twice or
+    skipped, mixup or drop-path drawn afresh instead of from the restored random state, the epoch's loss and images
+    counted from the resume only; and step checkpoints named so that they sort out of training order (the resume
+    must pick the newest, the prune keep it)."""
+    dataset, reference_dir = reference
+    passes = []
+    one_pass = EpochShuffleSampler.__iter__
+    monkeypatch.setattr(EpochShuffleSampler, "__iter__", lambda self: passes.append(self.epoch) or one_pass(self))
+    out = tmp_path / "killed"
+    command = _command(dataset, out, "--checkpoint-steps", "3")
+    run_killed_at("after-checkpoint-3", command)  # steps 3 (epoch 1), epoch 1's end, step 6 (epoch 2): then killed
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0001", "epoch_0001_step_00000006"]
+    state = json.loads((out / "checkpoints" / "epoch_0001_step_00000006" / "trainer_state.json").read_text())
+    assert (state["epoch"], state["step"], state["epoch_step"]) == (1, 6, 2)
+    run(command)
+    assert passes == [1]  # the resumed pass starts in epoch 2 (the killed child's passes are its own)
+    _same_run(reference_dir, out)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0003"]  # --keep-checkpoints 1
+
+
+@pytest.mark.slow
+def test_sigterm_finishes_the_step_saves_releases_the_lock_and_the_run_resumes(reference, tmp_path, monkeypatch):
+    """Catches a signal that kills the run (nothing saved since the last epoch, run.lock left), one obeyed in the
+    middle of a step (a checkpoint of half-applied gradients), and a stop whose checkpoint does not resume to the
+    uninterrupted weights."""
+    dataset, reference_dir = reference
+    out = tmp_path / "stopped"
+    _signal_at_step(monkeypatch, signal.SIGTERM, at=6)
+    with pytest.raises(TrainingStopped) as stopped:
+        run(_command(dataset, out))
+    checkpoint = out / "checkpoints" / "epoch_0001_step_00000006"
+    assert str(stopped.value) == (
+        f"stopped by SIGTERM in epoch 2 after step 6: saved {checkpoint}; resume with: the same run with --resume latest"
+    )
+    assert not (out / LOCK_FILE).exists() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    monkeypatch.undo()
+    run(_command(dataset, out))
+    _same_run(reference_dir, out)
+
+
+@pytest.mark.slow
+def test_a_second_signal_stops_at_once_and_a_signal_before_any_step_saves_nothing(tmp_path, monkeypatch):
+    """Catches a second signal that waits for the step (a user pressing Ctrl-C twice wants out now), a stop that
+    writes a checkpoint of the step cut short, and a stop before the first step that writes a checkpoint of nothing."""
+    dataset = synthetic_dataset(tmp_path / "data")
+    monkeypatch.setattr(stopping, "SAME_REQUEST_S", -1.0)  # the second signal counts however soon it comes
+    _signal_at_step(monkeypatch, signal.SIGUSR1, signal.SIGUSR1, at=2)
+    out = tmp_path / "twice"
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        run(synthetic_args(dataset, out, "--epochs", "1", "--checkpoint-steps", "1"))
+    assert not isinstance(interrupted.value, TrainingStopped)
+    first = out / "checkpoints" / "epoch_0000_step_00000001"
+    assert str(interrupted.value).startswith(f"training stopped in epoch 1; the last checkpoint is {first}: ")
+    assert [p.name for p in (out / "checkpoints").iterdir() if not p.name.startswith(".")] == [first.name]
+    assert not (out / LOCK_FILE).exists()
+
+    monkeypatch.undo()
+    from structinit_hf.train import prepare
+
+    real_setup = prepare.setup_run
+
+    def signalled_setup(settings):  # the signal arrives while the run is being set up
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_setup(settings)
+
+    monkeypatch.setattr("structinit_hf.train.loop.setup_run", signalled_setup)
+    with pytest.raises(TrainingStopped, match="^stopped by SIGINT in epoch 1 at step 0: nothing trained yet, so"):
+        run(synthetic_args(dataset, tmp_path / "early", "--epochs", "1"))
+    assert not (tmp_path / "early" / "checkpoints").exists()
+
+
+def test_the_resume_command_is_the_command_line_with_resume_latest(monkeypatch) -> None:
+    """Catches a resume line that keeps the old --resume value, drops the user's flags or names another program."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    argv = ["/x/bin/structinit-hf", "train", "--output-dir", "my runs/a", "--resume", "runs/a/checkpoints/epoch_0001"]
+    assert resume_command(argv) == "structinit-hf train --output-dir 'my runs/a' --resume latest"
+    assert resume_command(["scripts/train.py", "--resume=latest", "--epochs", "3"]) == (
+        "python scripts/train.py --epochs 3 --resume latest"
+    )
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert resume_command(["/site/structinit_hf/__main__.py", "train", "--epochs", "3"]) == (
+        "accelerate launch <your launch flags> -m structinit_hf train --epochs 3 --resume latest"
+    )
+
+
+@pytest.mark.slow
+def test_compare_stopped_by_a_signal_says_how_to_resume_and_its_rerun_resumes_the_run(tmp_path, monkeypatch, capsys):
+    """Catches a comparison that a signal kills (its lock left, the run's steps lost), a line that names train's
+    command instead of compare's, and a rerun that trains the stopped run afresh instead of resuming it."""
+    from structinit_hf.__main__ import main
+
+    tiny = ["--epochs", "1", "--max-train-samples", "64", "--batch-size", "32", "--model-kwargs", "depth=1"]
+    command = ["compare", "--arms", "default", "mimetic", *tiny]
+    assert main([*command, "--output-dir", str(tmp_path / "clean")]) == 0
+    out = tmp_path / "stopped"
+    _signal_at_step(monkeypatch, signal.SIGTERM, at=3)  # the first step of the second run (2 steps each)
+    capsys.readouterr()
+    assert main([*command, "--output-dir", str(out)]) == 75
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    checkpoint = out / "mimetic-seed0" / "checkpoints" / "epoch_0000_step_00000001"
+    assert last.startswith(f"stopped by SIGTERM in epoch 1 after step 1: saved {checkpoint}; resume with: ")
+    assert last.split("resume with: ")[1].startswith("structinit-hf compare ") and f"--output-dir {out}" in last
+    assert not (out / LOCK_FILE).exists() and not (out / "mimetic-seed0" / LOCK_FILE).exists()
+    monkeypatch.undo()
+    assert main([*command, "--output-dir", str(out)]) == 0
+    assert f"resumed from {checkpoint}" in (out / "mimetic-seed0" / "train.log").read_text()
+    scores = [json.loads((folder / "results.json").read_text())["top1"] for folder in (tmp_path / "clean", out)]
+    assert scores[0] == scores[1]
