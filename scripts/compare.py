@@ -9,7 +9,7 @@ import sys
 from structinit_hf.train.commands import run_script, script_imports
 
 with script_imports():
-    from structinit_hf.benchmark.compare_inits import compare_inits, compare_parser
+    from structinit_hf.benchmark.compare_inits import compare_command, compare_parser
 
 if __name__ == "__main__":
-    sys.exit(run_script(compare_parser(), compare_inits))
+    sys.exit(run_script(compare_parser(), compare_command))

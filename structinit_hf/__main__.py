@@ -21,7 +21,7 @@ from .train.commands import run_script, script_imports
 
 # command -> (parser factory, function), each "module:name", imported only when the command runs
 COMMANDS: dict[str, tuple[str, str]] = {
-    "compare": ("benchmark.compare_inits:compare_parser", "benchmark.compare_inits:compare_inits"),
+    "compare": ("benchmark.compare_inits:compare_parser", "benchmark.compare_inits:compare_command"),
     "train": ("train.args:training_parser", "train.loop:run_command"),
     "evaluate": ("train.args:evaluation_parser", "train.evaluation:run_evaluation"),
     "push-to-hub": ("train.hub:push_parser", "train.hub:run_push"),

@@ -123,7 +123,7 @@ def _dataset_spec(profile: Profile, dataset: str | None) -> tuple[str, Benchmark
 def _train_runs(profile: Profile, spec: BenchmarkDataset, pending: list[tuple[Arm, int, Path]], jobs: int) -> list[str]:
     """Train the ``pending`` runs, ``jobs`` at a time with ``usable_cpus() // jobs`` threads each, saying as each ends
     how it did; returns the failed ones, each with the path of its log."""
-    from structinit_hf.train import usable_cpus  # accelerate and torch: not loaded for the parser
+    from structinit_hf.train._internal import usable_cpus  # accelerate and torch: not loaded for the parser
 
     threads = max(1, usable_cpus() // jobs)
     failures = []

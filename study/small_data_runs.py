@@ -18,7 +18,8 @@ from typing import Any
 from structinit_hf.atomic import write_json
 from structinit_hf.benchmark.runs import RUN_LOG, RUN_RESULTS, RUN_TIMING, changed_flags, is_finished
 from structinit_hf.init.options import IMPULSE_KWARGS, ImpulseOptions, family_options, init_settings
-from structinit_hf.train import TrainingSettings, UsageError, find_checkpoint, read_trainer_state, run
+from structinit_hf.train import TrainingSettings, UsageError, run
+from structinit_hf.train._internal import find_checkpoint, read_trainer_state
 
 BENCHMARK_CLOCK = "wall_clock.json"  # per study: wall_clock-ablation.json for the ablation
 

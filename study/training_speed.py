@@ -36,7 +36,8 @@ from accelerate.state import AcceleratorState, GradientState
 from timm.optim import create_optimizer_v2
 from torch import nn
 
-from structinit_hf.train import KeyValueAction, TrainingSettings, run
+from structinit_hf.train import TrainingSettings, run
+from structinit_hf.train._internal import KeyValueAction
 from structinit_hf.train.data import dataset_source, load_image_classification
 from structinit_hf.train.dataloaders import train_dataloader
 from structinit_hf.train.evaluation import library_versions

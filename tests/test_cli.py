@@ -277,7 +277,7 @@ def test_the_dispatcher_refuses_abbreviations(capsys, monkeypatch):
     from structinit_hf.__main__ import main
     from structinit_hf.benchmark import compare_inits
 
-    monkeypatch.setattr(compare_inits, "compare_inits", lambda args: 0)  # never trains, even when the test fails
+    monkeypatch.setattr(compare_inits, "compare_command", lambda args: 0)  # never trains, even when the test fails
 
     with pytest.raises(SystemExit) as stop:
         main(["compare", "--seed", "1"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from structinit_hf.__main__ import COMMANDS, main
-from structinit_hf.benchmark import compare_inits
+from structinit_hf.benchmark import CompareSettings, compare_inits
 from structinit_hf.benchmark.stats import paired_comparison
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,7 +81,7 @@ def test_the_log_counts_what_the_table_counts(tmp_path, monkeypatch, capsys):
     import datasets
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path))  # fresh: datasets would count rows
-    profile = compare_inits._profile(compare_inits.compare_parser().parse_args([]))
+    profile = compare_inits._profile(CompareSettings())
     captured = capsys.readouterr()
     assert captured.out == (
         "cifar10-sample: 2,560 training rows, 2,500 used (--max-train-samples), 1,000 test rows scored\n"
@@ -162,10 +162,10 @@ def test_an_arm_whose_loss_stayed_near_chance_is_warned(tmp_path):
     ],
 )
 def test_the_learning_rate_follows_the_head_dimension(argv, lr, capsys):
-    args = compare_inits.compare_parser().parse_args(argv)
-    profile = compare_inits._profile(args)
-    assert profile.recipe["lr"] == lr and args.lr == lr
-    assert f"--lr {lr}" in compare_inits._command(args, Path("out"))
+    settings = CompareSettings(**vars(compare_inits.compare_parser().parse_args(argv)))
+    profile = compare_inits._profile(settings)
+    assert profile.recipe["lr"] == lr
+    assert f"--lr {lr}" in compare_inits._command(settings, Path("out"))
 
 
 @pytest.mark.slow

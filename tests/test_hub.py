@@ -32,6 +32,7 @@ from test_cards import CIFAR10_LABELS, TINY, write_run
 
 from structinit_hf.train.errors import UsageError
 from structinit_hf.train.hub import push_to_hub, stage_repo_folder
+from structinit_hf.train.settings import PushSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_FAKEtestTOKEN0123456789abcdef"
@@ -96,7 +97,7 @@ def test_push_uploads_the_staged_folder_through_lfs(trained, online, no_xet, tmp
     run_dir, images, logits = trained
     staged = stage_repo_folder(run_dir, REPO_ID, tmp_path / "expected")
     with FakeHub(token=TOKEN) as hub:
-        result = push_to_hub(run_dir, REPO_ID, endpoint=hub.url)
+        result = push_to_hub(PushSettings(run_dir, REPO_ID, endpoint=hub.url))
         requests = [(method, path) for method, path, _ in hub.requests]
         files = hub.files(REPO_ID)
         snapshot = hub.write_snapshot(REPO_ID, tmp_path / "arrived")
@@ -130,13 +131,13 @@ def test_push_uploads_the_staged_folder_through_lfs(trained, online, no_xet, tmp
 def test_push_with_the_default_client_and_a_branch(trained, online, tmp_path):
     run_dir, images, logits = trained
     with FakeHub(token=TOKEN, lfs_suffixes=()) as hub:
-        push_to_hub(run_dir, REPO_ID, endpoint=hub.url, private=True, revision="experiment")
+        push_to_hub(PushSettings(run_dir, REPO_ID, endpoint=hub.url, private=True, revision="experiment"))
         assert hub.repos[REPO_ID].private
         assert hub.files(REPO_ID, "main") == {}
         assert not hub.lfs_objects  # everything went inside the NDJSON commit
         snapshot = hub.write_snapshot(REPO_ID, tmp_path / "arrived", branch="experiment")
         # a second push to an existing repo and branch is a new commit, not an error
-        push_to_hub(run_dir, REPO_ID, endpoint=hub.url, revision="experiment")
+        push_to_hub(PushSettings(run_dir, REPO_ID, endpoint=hub.url, revision="experiment"))
         assert [c.branch for c in hub.commits] == ["experiment", "experiment"]
     assert _tree(snapshot) == _tree(stage_repo_folder(run_dir, REPO_ID, tmp_path / "expected"))
     _assert_loads_both_ways(snapshot, images, logits)
@@ -145,7 +146,7 @@ def test_push_with_the_default_client_and_a_branch(trained, online, tmp_path):
 def test_dry_run_makes_no_request(trained, online, tmp_path, monkeypatch):
     run_dir, *_ = trained
     with FakeHub(token=TOKEN) as hub:
-        result = push_to_hub(run_dir, REPO_ID, endpoint=hub.url, dry_run=True)
+        result = push_to_hub(PushSettings(run_dir, REPO_ID, endpoint=hub.url, dry_run=True))
         assert hub.requests == []
     expected = stage_repo_folder(run_dir, REPO_ID, tmp_path / "expected")
     assert result.commit_url is None
@@ -153,9 +154,9 @@ def test_dry_run_makes_no_request(trained, online, tmp_path, monkeypatch):
     assert result.card == (expected / "README.md").read_text()
     assert not list(online.iterdir())
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)  # a dry run needs no network; a push says so offline
-    assert push_to_hub(run_dir, REPO_ID, dry_run=True).files == result.files
+    assert push_to_hub(PushSettings(run_dir, REPO_ID, dry_run=True)).files == result.files
     with pytest.raises(UsageError, match="HF_HUB_OFFLINE is set"):
-        push_to_hub(run_dir, REPO_ID)
+        push_to_hub(PushSettings(run_dir, REPO_ID))
 
 
 def test_unauthorized_push_fails_clearly_and_leaves_nothing(trained, online, no_xet, monkeypatch):
@@ -163,7 +164,7 @@ def test_unauthorized_push_fails_clearly_and_leaves_nothing(trained, online, no_
     before = _tree(run_dir)
     monkeypatch.setenv("HF_TOKEN", "hf_wrong_token")
     with FakeHub(token=TOKEN) as hub, pytest.raises(ConnectionError, match="HTTP 401") as info:
-        push_to_hub(run_dir, REPO_ID, endpoint=hub.url)
+        push_to_hub(PushSettings(run_dir, REPO_ID, endpoint=hub.url))
     assert "HF_TOKEN" in str(info.value) and "hf_wrong_token" not in str(info.value)
     assert hub.commits == [] and hub.repos == {}
     assert _tree(run_dir) == before and not list(online.iterdir())
@@ -174,12 +175,12 @@ def test_server_error_during_commit_then_retry_succeeds(trained, online, no_xet,
     with FakeHub(token=TOKEN) as hub:
         hub.fail_commits = True
         with pytest.raises(ConnectionError, match="HTTP 500") as info:
-            push_to_hub(run_dir, REPO_ID, endpoint=hub.url)
+            push_to_hub(PushSettings(run_dir, REPO_ID, endpoint=hub.url))
         assert "rerun the same command" in str(info.value)
         assert hub.commits == [] and hub.files(REPO_ID) == {}
         assert not list(online.iterdir())
         hub.fail_commits = False  # the Hub recovers; the same command now goes through
-        push_to_hub(run_dir, REPO_ID, endpoint=hub.url)
+        push_to_hub(PushSettings(run_dir, REPO_ID, endpoint=hub.url))
         snapshot = hub.write_snapshot(REPO_ID, tmp_path / "arrived")
     assert len(hub.commits) == 1
     assert _tree(snapshot) == _tree(stage_repo_folder(run_dir, REPO_ID, tmp_path / "expected"))
@@ -202,7 +203,7 @@ def test_incomplete_run_is_refused(tmp_path, capsys, remove, message):
         (run_dir / name).unlink()
     capsys.readouterr()  # what writing the run printed
     with pytest.raises(FileNotFoundError, match=message) as info:
-        push_to_hub(run_dir, REPO_ID, dry_run=True)
+        push_to_hub(PushSettings(run_dir, REPO_ID, dry_run=True))
     assert str(run_dir) in str(info.value)
     assert _script_main()(["--run-dir", str(run_dir), "--repo-id", REPO_ID, "--dry-run"]) == 2
     err = capsys.readouterr().err
@@ -249,7 +250,7 @@ def test_run_that_recorded_the_token_is_not_uploaded(tmp_path, online, no_xet):
     with FakeHub(token=TOKEN) as hub:
         for dry_run in (True, False):
             with pytest.raises(ValueError, match="results.json contains your Hub access token") as info:
-                push_to_hub(run_dir, REPO_ID, endpoint=hub.url, dry_run=dry_run)
+                push_to_hub(PushSettings(run_dir, REPO_ID, endpoint=hub.url, dry_run=dry_run))
             assert TOKEN not in str(info.value)
         assert hub.requests == []
 
@@ -283,7 +284,7 @@ with torch.no_grad():
 print("loaded", by_tag.pretrained_cfg["hf_hub_id"])
 """
     with FakeHub(token=TOKEN) as hub:
-        push_to_hub(run_dir, PUBLISHED_REPO, endpoint=hub.url)
+        push_to_hub(PushSettings(run_dir, PUBLISHED_REPO, endpoint=hub.url))
         env = {
             **os.environ,
             "HF_TOKEN": TOKEN,

@@ -8,6 +8,9 @@ images (profile ``cpu-proxy-n2500``: 16 px, patch 2, width 48, depth 12, 10 epoc
 scored on its test split after every epoch.
 The output folder gets one run folder per (arm, seed), ``results.json``, ``results.md``, ``curves.png`` (validation
 top-1 per epoch per init) and ``compare.md`` (the printed table).
+
+:func:`compare` is the call (:class:`~.compare_settings.CompareSettings` in, :class:`~.compare_settings.CompareResult`
+out); the command only reads argv into the settings (:func:`compare_command`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,50 +33,29 @@ import torch
 from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
-from ..train import (
+from ..train import TrainingStopped, UsageError, run
+from ..train._internal import (
     LOCK_FILE,
     SAMPLE_DATASETS,
     VALIDATION_SPLITS,
     DefaultsHelpFormatter,
     KeyValueAction,
-    TrainingStopped,
-    UsageError,
     acquire_run_lock,
     dataset_files_digest,
     dataset_source,
     find_columns,
     load_raw_dataset,
-    run,
     stratified_split,
 )
 from .arms import ALL_ARMS, FAMILY_ARMS, arm_label, select_arms
+from .compare_settings import FAMILIES, PROFILE, RECIPE_FLAGS, THREADS, CompareResult, CompareSettings
 from .model_arms import DEFAULT_MODEL_ARMS, model_inits, model_profile
-from .profiles import PROFILES, WIDE_HEAD_DIM, BenchmarkDataset, Profile, proxy_lr
+from .profiles import WIDE_HEAD_DIM, BenchmarkDataset, Profile, proxy_lr
 from .runs import RUN_LOG, RUN_RESULTS, changed_flags, run_settings
 from .stats import mean_std_text
 from .summary import aggregate_runs, numerics_line, versus_cells, write_outputs
 
-__all__ = ["DEFAULT_ARMS", "PROFILE", "RECIPE_FLAGS", "THREADS", "compare_inits", "compare_parser", "render_table"]
-
-PROFILE = PROFILES["cpu-proxy-n2500"]  # the defaults: the CPU proxy at 2,500 training images
-
-
-DEFAULT_ARMS = ("default", "mimetic", "impulse3")
-
-
-# per architecture (--family): the proxy profile whose geometry the arms train and the arms trained by default
-FAMILIES = {
-    "vit": (PROFILE, DEFAULT_ARMS),
-    "swin": (PROFILES["cpu-proxy-n2500-swin"], ("swin-default", "swin-mimetic", "swin-impulse3")),
-    "mixer": (PROFILES["cpu-proxy-n2500-mixer"], ("mixer-default", "mixer-impulse3")),
-}
-
-
-THREADS = 2  # torch threads by default, whatever the machine: the README's table was measured on 2 cores
-
-
-# what a user may set
-RECIPE_FLAGS = ("epochs", "max_train_samples", "batch_size", "lr", "aa", "mixup", "cutmix", "skip_bad_images")
+__all__ = ["compare", "compare_command", "compare_parser", "render_table", "untrained_warning"]
 
 
 def compare_parser() -> argparse.ArgumentParser:
@@ -159,42 +141,47 @@ def _family_arm_lists(arms_of) -> str:
     return "; ".join(f"{family}: {' '.join(arms_of(family))}" for family in FAMILIES)
 
 
-def _check(args: argparse.Namespace) -> None:
-    if args.model is not None and args.family != "vit":
-        raise UsageError(f"--family {args.family} --model {args.model}: pass one; --model takes any timm model")
-    if args.model is not None:  # any timm model: its own arms
-        args.family, args.arms = "model", args.arms or list(DEFAULT_MODEL_ARMS)
-    if args.arms is None:
-        args.arms = list(FAMILIES[args.family][1])
-    own = ", ".join(name for name, arm in ALL_ARMS.items() if arm.family == args.family)
-    chosen = f"--model {args.model}" if args.model is not None else f"--family {args.family}"
-    unknown = [arm for arm in args.arms if arm not in ALL_ARMS]
+def _check(settings: CompareSettings) -> CompareSettings:
+    """Refuse, in one line naming the flag, its value and what is allowed, a value ``compare`` cannot use; return the
+    settings with the arms filled in (the family's, or those of ``--model``)."""
+    if settings.model is not None and settings.family != "vit":
+        raise UsageError(f"--family {settings.family} --model {settings.model}: pass one; --model takes any timm model")
+    if settings.family not in FAMILIES:  # the command line's choices refuse it first
+        raise UsageError(f"--family {settings.family} (family={settings.family!r}): allowed: {', '.join(FAMILIES)}")
+    family = "model" if settings.model is not None else settings.family  # any timm model: its own arms
+    arms = settings.arms or (DEFAULT_MODEL_ARMS if settings.model is not None else FAMILIES[family][1])
+    own = ", ".join(name for name, arm in ALL_ARMS.items() if arm.family == family)
+    chosen = f"--model {settings.model}" if settings.model is not None else f"--family {family}"
+    unknown = [arm for arm in arms if arm not in ALL_ARMS]
     if unknown:
         raise UsageError(f"--arms {' '.join(unknown)}: unknown arm; allowed ({chosen}): {own}")
-    foreign = [arm for arm in args.arms if ALL_ARMS[arm].family != args.family]
+    foreign = [arm for arm in arms if ALL_ARMS[arm].family != family]
     if foreign:
-        raise UsageError(f"--arms {' '.join(foreign)}: not {args.family} arms ({chosen}); allowed: {own}")
-    for flag, values, what in (("arms", args.arms, "arm"), ("seeds", args.seeds, "seed")):
+        raise UsageError(f"--arms {' '.join(foreign)}: not {family} arms ({chosen}); allowed: {own}")
+    if not settings.seeds:
+        raise UsageError("--seeds (seeds=()): no seed; allowed: one or more integers >= 0")
+    for flag, values, what in (("arms", arms, "arm"), ("seeds", settings.seeds, "seed")):
         repeated = list(dict.fromkeys(value for value in values if values.count(value) > 1))
         if repeated:
             raise UsageError(
                 f"--{flag} {' '.join(map(str, values))}: {what} {', '.join(map(str, repeated))} given more than once; "
                 f"name each {what} once"
             )
-    bad = [seed for seed in args.seeds if seed < 0]
+    bad = [seed for seed in settings.seeds if seed < 0]
     if bad:
         raise UsageError(f"--seeds {bad[0]}: out of range; allowed: integers >= 0")
-    if args.threads < 1:
-        raise UsageError(f"--threads {args.threads}: out of range; allowed: an integer >= 1")
-    if args.lr is not None and not 0 < args.lr < 1:
-        raise UsageError(f"--lr {args.lr:g}: out of range; allowed: a number between 0 and 1")
-    if args.output_dir is not None and args.output_dir.is_dir():
-        foreign = sorted(path.name for path in args.output_dir.iterdir() if not _comparison_entry(path))
+    if settings.threads < 1:
+        raise UsageError(f"--threads {settings.threads}: out of range; allowed: an integer >= 1")
+    if settings.lr is not None and not 0 < settings.lr < 1:
+        raise UsageError(f"--lr {settings.lr:g}: out of range; allowed: a number between 0 and 1")
+    if settings.output_dir is not None and settings.output_dir.is_dir():
+        foreign = sorted(path.name for path in settings.output_dir.iterdir() if not _comparison_entry(path))
         if foreign:
             raise UsageError(
-                f"--output-dir {args.output_dir}: holds {', '.join(foreign[:3])}, not a comparison's files; pass an "
-                "empty or new folder, or a comparison's folder to resume it"
+                f"--output-dir {settings.output_dir}: holds {', '.join(foreign[:3])}, not a comparison's files; pass "
+                "an empty or new folder, or a comparison's folder to resume it"
             )
+    return replace(settings, arms=tuple(arms))
 
 
 # what a comparison's folder holds: its outputs, its lock, and one run folder per (arm, seed)
@@ -208,23 +195,22 @@ def _comparison_entry(path: Path) -> bool:
     return path.name in COMPARISON_FILES or path.name.startswith(".")  # atomic writes' temporaries
 
 
-def _profile(args: argparse.Namespace) -> Profile:
-    """The proxy profile with this command's data, architecture and recipe. A dataset with its own test (or
-    validation) split is scored on it after every epoch, the paper's setting, so the curves are measured on all its
-    images; one with a training split only (an image folder) holds out 10% of it instead."""
-    _resolve_lr(args)
-    base = model_profile(args.model) if args.model is not None else FAMILIES[args.family][0]
-    local = Path(args.dataset).expanduser().exists()
-    recipe = {**base.recipe, **{flag: getattr(args, flag) for flag in RECIPE_FLAGS}}
+def _profile(settings: CompareSettings) -> Profile:
+    """The proxy profile with this comparison's data, architecture and recipe (the learning rate :func:`_lr`'s). A
+    dataset with its own test (or validation) split is scored on it after every epoch, the paper's setting, so the
+    curves are measured on all its images; one with a training split only (an image folder) holds out 10% of it."""
+    base = model_profile(settings.model) if settings.model is not None else FAMILIES[settings.family][0]
+    local = Path(settings.dataset).expanduser().exists()
+    recipe = {**base.recipe, **{flag: getattr(settings, flag) for flag in RECIPE_FLAGS}, "lr": _lr(settings)}
     with _quiet_datasets():  # its "Generating train split: N examples" counts rows, not what trains: _data_line does
-        splits = load_raw_dataset(args.dataset)
+        splits = load_raw_dataset(settings.dataset)
     recipe["val_split"] = 0.0 if any(name in splits for name in ("test", *VALIDATION_SPLITS)) else 0.1
-    print(_data_line(_dataset_name(args.dataset), splits, recipe))
+    print(_data_line(_dataset_name(settings.dataset), splits, recipe))
     return replace(
         base,
         name="compare",
-        datasets={"data": BenchmarkDataset(args.dataset, local=local)},
-        architecture={**base.architecture, **args.model_kwargs},
+        datasets={"data": BenchmarkDataset(settings.dataset, local=local)},
+        architecture={**base.architecture, **settings.model_kwargs},
         recipe=recipe,
     )
 
@@ -299,34 +285,43 @@ def render_table(record: dict[str, Any]) -> str:
     return "\n".join([*lines, *([""] + notes if notes else [])]) + "\n"
 
 
-def _resolve_lr(args: argparse.Namespace) -> None:
-    """``--lr`` left out: the proxy recipe's rate for the head dimension the arms are built with."""
-    if args.lr is None and args.family != "vit":  # the family's proxy rate (its heads are 16 wide)
-        args.lr = FAMILIES[args.family][0].recipe["lr"]
-    if args.lr is None:
-        architecture = {**PROFILE.architecture, **args.model_kwargs}
-        try:
-            head_dim = int(architecture["embed_dim"]) // int(architecture["num_heads"])
-        except (TypeError, ValueError, ZeroDivisionError):  # the model's own check names the bad value
-            head_dim = 0
-        args.lr = proxy_lr(head_dim)
+def _lr(settings: CompareSettings) -> float:
+    """``--lr``, else the proxy recipe's rate for the head dimension the arms are built with."""
+    if settings.lr is not None:
+        return settings.lr
+    if settings.family != "vit":  # the family's proxy rate (its heads are 16 wide)
+        return FAMILIES[settings.family][0].recipe["lr"]
+    architecture = {**PROFILE.architecture, **settings.model_kwargs}
+    try:
+        head_dim = int(architecture["embed_dim"]) // int(architecture["num_heads"])
+    except (TypeError, ValueError, ZeroDivisionError):  # the model's own check names the bad value
+        head_dim = 0
+    return proxy_lr(head_dim)
 
 
-def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
-    """Train every (arm, seed) of ``args``, print and write the comparison; return its record."""
-    _check(args)
-    arms, refused = select_arms(args.arms), {}
-    if args.model is not None:  # the inits this model takes (the others left out, with why), at its heads' rate
-        inits = model_inits(args.model, args.model_kwargs, arms, args.seeds[0])
-        arms, refused, args.lr = inits.arms, inits.refused, args.lr or proxy_lr(inits.head_dim)
-    profile = _profile(args)
-    name = _dataset_name(args.dataset)
-    out_dir = args.output_dir or Path("runs") / f"compare-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+def compare_command(args: argparse.Namespace) -> CompareResult:
+    """``structinit-hf compare`` (``scripts/compare.py``): :func:`compare` on the parsed command line."""
+    return compare(CompareSettings(**vars(args)))
+
+
+def compare(settings: CompareSettings) -> CompareResult:
+    """Train every (arm, seed) that ``settings`` name, print and write the comparison; return its table and figures.
+    A comparison's folder resumes: a finished run of the same settings on the same files is reused."""
+    settings = _check(settings)
+    arms, refused = select_arms(settings.arms), {}
+    if settings.model is not None:  # the inits this model takes (the others left out, with why), at its heads' rate
+        inits = model_inits(settings.model, settings.model_kwargs, arms, settings.seeds[0])
+        arms, refused = inits.arms, inits.refused
+        settings = replace(settings, lr=settings.lr or proxy_lr(inits.head_dim))
+    settings = replace(settings, lr=_lr(settings))
+    profile = _profile(settings)
+    name = _dataset_name(settings.dataset)
+    out_dir = settings.output_dir or Path("runs") / f"compare-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     spec = profile.datasets["data"]
-    runs = [(arm, seed, out_dir / f"{arm.name}-seed{seed}") for seed in args.seeds for arm in arms]
+    runs = [(arm, seed, out_dir / f"{arm.name}-seed{seed}") for seed in settings.seeds for arm in arms]
     planned = {run_dir: run_settings(profile, arm, seed, spec, run_dir) for arm, seed, run_dir in runs}
     finished = [run_dir for _, _, run_dir in runs if (run_dir / RUN_RESULTS).is_file()]
-    digest = dataset_files_digest(args.dataset) if finished else None
+    digest = dataset_files_digest(settings.dataset) if finished else None
     for run_dir in finished:  # a finished run is reused only if it is the run this command trains, on these files
         changed = changed_flags(run_dir, planned[run_dir])
         if changed:
@@ -338,21 +333,21 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         if recorded is not None and recorded != digest:
             raise UsageError(
                 f"--output-dir {out_dir}: its finished run {run_dir.name} was trained on other files of --dataset "
-                f"{args.dataset} (files added, removed or changed in size since); pass another --output-dir to "
+                f"{settings.dataset} (files added, removed or changed in size since); pass another --output-dir to "
                 "compare on the folder as it is now"
             )
     made = [folder for folder in (out_dir, *out_dir.parents) if not folder.exists()]  # innermost first
     lock = acquire_run_lock(out_dir)  # one comparison at a time in a folder; a dead holder's lock is taken over
     print(
         f"{out_dir}: {len(finished)} of {len(runs)} runs already finished; if stopped, rerun "
-        f"`{_command(args, out_dir)}` to resume",
+        f"`{_command(settings, out_dir)}` to resume",
         file=sys.stderr,
     )
     start = time.perf_counter()
-    bar = dict(total=len(runs) * args.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True)
+    bar = dict(total=len(runs) * settings.epochs, unit="epoch", file=sys.stderr, dynamic_ncols=True)
     try:
-        with _torch_threads(args.threads), tqdm(**bar) as progress:
-            progress.update(len(finished) * args.epochs)
+        with _torch_threads(settings.threads), tqdm(**bar) as progress:
+            progress.update(len(finished) * settings.epochs)
             for arm, seed, run_dir in runs:
                 if run_dir in finished:
                     continue
@@ -367,7 +362,7 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
     except BaseException as error:
         _drop_untouched(out_dir)
         if isinstance(error, TrainingStopped):  # a signal: the run saved a checkpoint, which this command resumes
-            error.resume = _command(args, out_dir)
+            error.resume = _command(settings, out_dir)
         raise
     finally:
         lock.release()
@@ -378,17 +373,17 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         {arm.name: [path for a, _, path in runs if a is arm] for arm in arms},
         profile=profile,
         dataset_key="data",
-        command=_command(args, out_dir),
+        command=_command(settings, out_dir),
         wall_clock_s=time.perf_counter() - start,
     )
-    top1 = {arm.name: dict(zip(args.seeds, record["arms"][arm.name]["final_top1"], strict=True)) for arm in arms}
+    top1 = {arm.name: dict(zip(settings.seeds, record["arms"][arm.name]["final_top1"], strict=True)) for arm in arms}
     record.update(
         dataset_name=name,
-        seeds=list(args.seeds),
-        epochs=args.epochs,
+        seeds=list(settings.seeds),
+        epochs=settings.epochs,
         train_images=json.loads((runs[0][2] / RUN_RESULTS).read_text())["train_images"],
         top1=top1,
-        model=args.model,
+        model=settings.model,
         refused=refused,
     )
     write_outputs(record, out_dir)
@@ -401,7 +396,8 @@ def compare_inits(args: argparse.Namespace) -> dict[str, Any]:
         if warning:
             print(warning)
     print(f"{out_dir}: results.json, curves.png (top-1 per epoch), compare.md, one run folder per init")
-    return record
+    verdicts = {arm: versus_cells(versus)[1] for arm, versus in record["vs_default"].items()}
+    return CompareResult(out_dir, table, top1, record["vs_default"], verdicts, record)
 
 
 CHANCE_SHARE = 0.95  # a final training loss above this share of chance level (ln of the class count) barely moved
@@ -429,18 +425,19 @@ def _drop_untouched(out_dir: Path) -> None:
             shutil.rmtree(run_dir)
 
 
-def _command(args: argparse.Namespace, out_dir: Path) -> str:
-    """The ``compare`` command line that reruns this comparison (every flag spelled out)."""
+def _command(settings: CompareSettings, out_dir: Path) -> str:
+    """The ``compare`` command line that reruns this comparison (every flag spelled out, the learning rate too)."""
     words = ["structinit-hf", "compare"]
-    for name, value in {**vars(args), "output_dir": out_dir}.items():
-        if value is None or (name, value) == ("family", "model"):  # not given, or what --model implies
+    values = {item.name: getattr(settings, item.name) for item in fields(settings)}
+    for name, value in {**values, "lr": _lr(settings), "output_dir": out_dir}.items():
+        if value is None or (name == "family" and settings.model is not None):  # not given, or --model's own
             continue
         if isinstance(value, bool):  # a switch: spelled when on
             words += [f"--{name.replace('_', '-')}"] if value else []
             continue
         values = (
             value
-            if isinstance(value, list)
+            if isinstance(value, (list, tuple))
             else [f"{k}={v}" for k, v in value.items()]
             if isinstance(value, dict)
             else [value]

@@ -17,7 +17,8 @@ import torch
 
 from ..init.apply import apply_structured_init
 from ..init.options import FAMILIES, family_options
-from ..train import UsageError, load_model
+from ..train import UsageError
+from ..train._internal import load_model
 from .arms import Arm
 from .profiles import PROFILES, Profile
 

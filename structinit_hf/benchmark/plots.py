@@ -18,7 +18,8 @@ from timm.models.convit import ConVit
 from torch import nn
 
 from ..atomic import write_file
-from ..train import KeyValueAction, UsageError, dataset_source, load_images, load_model
+from ..train import UsageError
+from ..train._internal import KeyValueAction, dataset_source, load_images, load_model
 from .attention import patch_attention_maps
 
 __all__ = [

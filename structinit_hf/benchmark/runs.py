@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..train import TrainingSettings, result_flags
+from ..train import TrainingSettings
+from ..train._internal import result_flags
 from .arms import Arm
 from .profiles import BenchmarkDataset, Profile, arm_model_kwargs
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ..atomic import write_json, write_text
-from ..train import load_images, load_model
+from ..train._internal import load_images, load_model
 from .arms import ALL_ARMS, PAPER_TABLE2, REFERENCE_ARMS
 from .attention import attention_entropy
 from .plots import save_figure

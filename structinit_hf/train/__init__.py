@@ -1,51 +1,52 @@
-"""The training application (the ``train`` extra): settings in (:class:`TrainingSettings`), one call
-(:func:`run`), a record out (:class:`RunRecord`); behind it run folders, data, the loop, checkpoints, evaluation,
-fine-tuning, Hub upload and model cards. Built on the plugin; the plugin never imports it.
+"""The training application (the ``train`` extra): each command a call, settings in and a record out.
 
-    from structinit_hf.train import TrainingSettings, run
+    from structinit_hf.train import EvaluationSettings, TrainingSettings, evaluate, run
 
     record = run(TrainingSettings().with_flags(epochs=1, max_train_samples=64, output_dir="runs/try"))
-    print(record.top1, record.output_dir)
+    scores = evaluate(EvaluationSettings(model="runs/try/final", dataset="cifar10-sample"))
+    print(record.top1, scores.top1)
 
-Importing this package loads only the settings; :func:`run` loads torch, accelerate and datasets when first used.
+:func:`run` trains (:class:`TrainingSettings` in, :class:`RunRecord` out), :func:`evaluate` scores a trained model
+(:class:`EvaluationSettings`, :class:`EvaluationRecord`), :func:`push_to_hub` publishes a run
+(:class:`PushSettings`, :class:`PushResult`); the commands ``structinit-hf train``, ``evaluate`` and ``push-to-hub``
+only parse their command line into these settings. A value no call can use is a :class:`UsageError` (a wrong type
+also a ``TypeError``) naming the setting. Built on the plugin; the plugin never imports it. What ``compare`` and the
+study use beyond these names is in :mod:`._internal`.
+
+Importing this package loads only the settings; the calls load torch, accelerate and datasets when first used.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .args import DefaultsHelpFormatter, KeyValueAction
 from .errors import UsageError
 from .settings import (
-    SAMPLE_DATASETS,
     DataSettings,
+    EvaluationRecord,
+    EvaluationSettings,
     ModelSettings,
+    PushSettings,
     Recipe,
     RunRecord,
     RunSettings,
     Speed,
     TrainingSettings,
-    dataset_source,
 )
 from .stopping import TrainingStopped
 
 if TYPE_CHECKING:
-    from .checkpoints import find_checkpoint, read_trainer_state
-    from .data import VALIDATION_SPLITS, dataset_files_digest, find_columns, load_raw_dataset, stratified_split
-    from .evaluation import load_images
+    from .evaluation import evaluate
+    from .hub import PushResult, push_to_hub
     from .loop import run
-    from .models import load_model
-    from .prepare import usable_cpus
-    from .run_folder import LOCK_FILE, acquire_run_lock, result_flags
 
 __all__ = [
-    "LOCK_FILE",
-    "VALIDATION_SPLITS",
-    "DefaultsHelpFormatter",
-    "KeyValueAction",
-    "SAMPLE_DATASETS",
     "DataSettings",
+    "EvaluationRecord",
+    "EvaluationSettings",
     "ModelSettings",
+    "PushResult",
+    "PushSettings",
     "Recipe",
     "RunRecord",
     "RunSettings",
@@ -53,38 +54,13 @@ __all__ = [
     "TrainingSettings",
     "TrainingStopped",
     "UsageError",
-    "acquire_run_lock",
-    "dataset_files_digest",
-    "dataset_source",
-    "find_checkpoint",
-    "find_columns",
-    "load_images",
-    "load_model",
-    "load_raw_dataset",
-    "read_trainer_state",
-    "result_flags",
+    "evaluate",
+    "push_to_hub",
     "run",
-    "stratified_split",
-    "usable_cpus",
 ]
 
-# public names whose modules import torch or accelerate: loaded on first use (PEP 562)
-_LAZY = {
-    "run": "loop",
-    "VALIDATION_SPLITS": "data",
-    "dataset_files_digest": "data",
-    "find_columns": "data",
-    "load_raw_dataset": "data",
-    "stratified_split": "data",
-    "load_model": "models",
-    "load_images": "evaluation",
-    "find_checkpoint": "checkpoints",
-    "read_trainer_state": "checkpoints",
-    "LOCK_FILE": "run_folder",
-    "acquire_run_lock": "run_folder",
-    "result_flags": "run_folder",
-    "usable_cpus": "prepare",
-}
+# the calls and the record whose modules import torch, accelerate or huggingface_hub: loaded on first use (PEP 562)
+_LAZY = {"run": "loop", "evaluate": "evaluation", "push_to_hub": "hub", "PushResult": "hub"}
 
 
 def __getattr__(name: str) -> Any:

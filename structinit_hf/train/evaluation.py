@@ -1,4 +1,6 @@
-"""Score a classifier with Accelerate and write ``results.json`` (``scripts/evaluate.py``).
+"""Score a classifier with Accelerate: :func:`evaluate` (``structinit-hf evaluate``, ``scripts/evaluate.py``) scores
+the model that :class:`~.settings.EvaluationSettings` name and writes its record; :func:`score` is the scoring loop
+training validates with.
 
 Models come from :mod:`structinit_hf.train.models` (any model source, prepared its own way). Scoring gathers
 predictions across processes with ``accelerator.gather_for_metrics``, so the counts are exact on any number
@@ -13,6 +15,7 @@ import os
 import platform
 import time
 from collections.abc import Sequence
+from dataclasses import fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,7 @@ from .models import (
     load_model,
     num_outputs,
 )
+from .settings import EvaluationRecord, EvaluationSettings
 from .tensor_data import decode_split
 
 __all__ = [
@@ -50,11 +54,12 @@ __all__ = [
     "peak_gpu_memory_mb",
     "results_record",
     "run_evaluation",
+    "score",
 ]
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader: DataLoader, accelerator: Accelerator) -> dict[str, float | int]:
+def score(model: nn.Module, loader: DataLoader, accelerator: Accelerator) -> dict[str, float | int]:
     """Top-1 / top-5 accuracy (percent) and sample count of ``model`` over a prepared ``loader``."""
     model.eval()
     correct1 = correct5 = total = torch.zeros((), dtype=torch.long, device=accelerator.device)
@@ -181,34 +186,35 @@ def builds_untrained(source: str) -> bool:
     return not Path(source).expanduser().is_dir() and not source.startswith("hf-hub:") and timm.is_model(source)
 
 
-def _record_path(args: argparse.Namespace) -> Path:
+def _record_path(settings: EvaluationSettings) -> Path:
     """``--output``, else :data:`EVALUATION_FILE` beside the model folder (a run's ``final/``: in the run folder)."""
-    if args.output is not None:
-        return Path(args.output)
-    folder = Path(args.model).expanduser()
+    if settings.output is not None:
+        return settings.output
+    folder = Path(settings.model).expanduser()
     if not folder.is_dir():
         raise UsageError(
-            f"--model {args.model}: not a local folder, so the record has no folder to go beside; pass --output FILE"
+            f"--model {settings.model}: not a local folder, so the record has no folder to go beside; pass --output "
+            "FILE"
         )
     return folder.resolve().parent / EVALUATION_FILE
 
 
-def _check_evaluation_args(args: argparse.Namespace, accelerator: Accelerator) -> None:
+def _check_evaluation_args(settings: EvaluationSettings, accelerator: Accelerator) -> None:
     """Refuse, in one line naming the flag, its value and what is allowed, a value ``evaluate.py`` cannot use."""
-    if builds_untrained(args.model) and not args.allow_untrained:
+    if builds_untrained(settings.model) and not settings.allow_untrained:
         raise UsageError(
-            f"--model {args.model}: a timm name builds fresh, untrained weights; pass the trained model (a run's "
+            f"--model {settings.model}: a timm name builds fresh, untrained weights; pass the trained model (a run's "
             "final/ folder, hf-hub:<repo> or a transformers Hub id), or --allow-untrained to score the untrained "
             "network as a baseline"
         )
     for flag, value, allowed in (
-        ("batch-size", args.batch_size, 1),
-        ("max-eval-samples", args.max_eval_samples, 1),
-        ("workers", args.workers, 0),
+        ("batch-size", settings.batch_size, 1),
+        ("max-eval-samples", settings.max_eval_samples, 1),
+        ("workers", settings.workers, 0),
     ):
         if value is not None and value < allowed:
             raise UsageError(f"--{flag} {value}: out of range; allowed: an integer >= {allowed}")
-    output = Path(args.output or EVALUATION_FILE)
+    output = Path(settings.output or EVALUATION_FILE)
     if output.name == "results.json" and any((output.parent / name).exists() for name in ("metrics.jsonl", "final")):
         raise UsageError(
             f"--output {output}: that is the training run's own record in {output.parent}; pass another file "
@@ -218,8 +224,8 @@ def _check_evaluation_args(args: argparse.Namespace, accelerator: Accelerator) -
         raise UsageError(
             "--mixed-precision fp16: not on a CPU (accelerate runs fp32 there); allowed on CPU: bf16 or no"
         )
-    check_model_source(args.model)
-    check_model_kwargs(args.model_kwargs, args.model)
+    check_model_source(settings.model)
+    check_model_kwargs(settings.model_kwargs, settings.model)
 
 
 def _previous_training(source: str) -> dict[str, Any]:
@@ -237,84 +243,98 @@ def _same_dataset(one: str | None, other: str | None) -> bool:
     return one == other
 
 
-def _evaluation_splits(args: argparse.Namespace, trained: dict[str, Any]) -> dict[str, Any]:
+def _evaluation_splits(settings: EvaluationSettings, trained: dict[str, Any]) -> dict[str, Any]:
     """``load_image_classification``'s split arguments for ``evaluate``: the flags as given, and where a flag is left
     out, what the run that trained the model did on this dataset (its train split, hold-out fraction and seed), so
     a dataset with no test split is scored on the images that run held out."""
     run_args = trained.get("args") or {}
-    same_data = _same_dataset(run_args.get("dataset"), args.dataset) and (
-        run_args.get("dataset_config") == args.dataset_config
+    same_data = _same_dataset(run_args.get("dataset"), settings.dataset) and (
+        run_args.get("dataset_config") == settings.dataset_config
     )
     recorded = run_args if same_data else {}
     splits = dict(
-        train_split=args.train_split or recorded.get("train_split") or "train",
-        eval_split=args.eval_split,
-        val_split=(args.val_split if args.val_split is not None else recorded.get("val_split")) or 0.0,
-        seed=args.seed if args.seed is not None else recorded.get("seed", 0),
+        train_split=settings.train_split or recorded.get("train_split") or "train",
+        eval_split=settings.eval_split,
+        val_split=(settings.val_split if settings.val_split is not None else recorded.get("val_split")) or 0.0,
+        seed=settings.seed if settings.seed is not None else recorded.get("seed", 0),
     )
     run_hold_out = all(recorded.get(key) == splits[key] for key in ("train_split", "val_split", "seed"))
     return {**splits, "trained_on": recorded.get("train_split"), "run_hold_out": run_hold_out}
 
 
-def _say_what_is_scored(args: argparse.Namespace, data: ImageClassificationData, splits: dict[str, Any], say) -> None:
+def _say_what_is_scored(run: EvaluationSettings, data: ImageClassificationData, splits: dict[str, Any], say) -> None:
     """One line when the scored images are a hold-out (which one), or a warning when the model trained on them."""
     if splits["trained_on"] is not None and data.evaluation_split == splits["trained_on"]:
         say(
-            f"warning: --eval-split {data.evaluation_split}: {args.model} was trained on this split of "
-            f"{args.dataset}; its images were seen in training, so this is not a held-out score"
+            f"warning: --eval-split {data.evaluation_split}: {run.model} was trained on this split of "
+            f"{run.dataset}; its images were seen in training, so this is not a held-out score"
         )
     elif "held-out" in data.evaluation_split:
         whose = "that the model's own run held out" if splits["run_hold_out"] else "held out"
         say(
-            f"scoring the {len(data.evaluation)} images {whose} from {args.dataset} "
+            f"scoring the {len(data.evaluation)} images {whose} from {run.dataset} "
             f"(--val-split {splits['val_split']:g} of {splits['train_split']!r}, --seed {splits['seed']})"
         )
 
 
 def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
-    """Score ``args.model`` on ``args.eval_split`` of ``args.dataset``; write and return the results record."""
-    accelerator = Accelerator(mixed_precision=args.mixed_precision)
-    _check_evaluation_args(args, accelerator)
-    untrained = builds_untrained(args.model)
+    """``structinit-hf evaluate`` (``scripts/evaluate.py``): :func:`evaluate` on the parsed command line; returns the
+    record it wrote."""
+    return evaluate(EvaluationSettings(**vars(args))).results
+
+
+def evaluate(settings: EvaluationSettings) -> EvaluationRecord:
+    """Score ``settings.model`` on ``settings.eval_split`` of ``settings.dataset``; write the record (to
+    ``settings.output``, else beside the model folder) and return it with where it went::
+
+        from structinit_hf.train import EvaluationSettings, evaluate
+
+        scores = evaluate(EvaluationSettings(model="runs/x/final", dataset="my_images/"))
+        print(scores.top1, scores.output)
+    """
+    accelerator = Accelerator(mixed_precision=settings.mixed_precision)
+    _check_evaluation_args(settings, accelerator)
+    untrained = builds_untrained(settings.model)
     start = time.perf_counter()
     model, init, _ = load_model(  # built (and its keywords checked) before any data is read
-        args.model, model_kwargs=args.model_kwargs, trust_remote_code=args.trust_remote_code
+        settings.model, model_kwargs=settings.model_kwargs, trust_remote_code=settings.trust_remote_code
     )
-    output = _record_path(args)
-    trained = _previous_training(args.model)
-    splits = _evaluation_splits(args, trained)
+    output = _record_path(settings)
+    trained = _previous_training(settings.model)
+    splits = _evaluation_splits(settings, trained)
     data = load_image_classification(
-        args.dataset,
-        args.dataset_config,
+        settings.dataset,
+        settings.dataset_config,
         train_split=splits["train_split"] if splits["val_split"] else None,
         eval_split=splits["eval_split"],
         val_split=splits["val_split"],
-        image_column=args.image_column,
-        label_column=args.label_column,
-        max_eval_samples=args.max_eval_samples,
+        image_column=settings.image_column,
+        label_column=settings.label_column,
+        max_eval_samples=settings.max_eval_samples,
         seed=splits["seed"],
     )
-    _say_what_is_scored(args, data, splits, accelerator.print)
+    _say_what_is_scored(settings, data, splits, accelerator.print)
     checked = decode_split(  # every image read once before scoring: an unreadable one is named, or skipped
-        data.evaluation, data.image_column, data.evaluation_split, workers=args.workers,
-        skip_bad_images=args.skip_bad_images, keep_pixels=False,
+        data.evaluation, data.image_column, data.evaluation_split, workers=settings.workers,
+        skip_bad_images=settings.skip_bad_images, keep_pixels=False,
     )  # fmt: skip
     data.evaluation = checked.split
     if checked.skipped:
         accelerator.print(f"--skip-bad-images: skipped {checked.skipped} unreadable image(s) of the scored split")
-    if timm.is_model(args.model) and num_outputs(model) != data.num_classes:  # a new model: a head for this data
+    if timm.is_model(settings.model) and num_outputs(model) != data.num_classes:  # a new model: a head for this data
         model.reset_classifier(data.num_classes)
     if num_outputs(model) != data.num_classes:
         raise UsageError(
-            f"model {args.model!r} predicts {num_outputs(model)} classes but {args.dataset!r} has "
+            f"model {settings.model!r} predicts {num_outputs(model)} classes but {settings.dataset!r} has "
             f"{data.num_classes}; pick a checkpoint trained on this dataset"
         )
-    check_label_names(model, args.dataset, data.label_names, args.allow_new_label_names)
+    check_label_names(model, settings.dataset, data.label_names, settings.allow_new_label_names)
     images = TransformedImages(data.evaluation, data.image_column, data.label_column, eval_transform(model))
-    model, loader = accelerator.prepare(model, eval_dataloader(images, args.batch_size, args.workers))
-    metrics = evaluate(model, loader, accelerator)
+    model, loader = accelerator.prepare(model, eval_dataloader(images, settings.batch_size, settings.workers))
+    metrics = score(model, loader, accelerator)
+    flags = {item.name: getattr(settings, item.name) for item in fields(settings)}
     record = results_record(
-        {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()}
+        {key: (str(value) if isinstance(value, Path) else value) for key, value in flags.items()}
         | {"output": str(output)},
         init=init or trained.get("init", {}),
         split=data.evaluation_split,
@@ -329,12 +349,12 @@ def run_evaluation(args: argparse.Namespace) -> dict[str, Any]:
     if accelerator.is_main_process:
         write_json(output, record)
         accelerator.print(
-            f"{args.model}{' (untrained: fresh weights)' if untrained else ''} on {args.dataset} "
+            f"{settings.model}{' (untrained: fresh weights)' if untrained else ''} on {settings.dataset} "
             f"[{data.evaluation_split}]: top-1 {metrics['top1']:.2f}%  top-5 {metrics['top5']:.2f}%  "
             f"({metrics['num_samples']} images) -> {output}"
         )
     accelerator.end_training()
-    return record
+    return EvaluationRecord(output, record)
 
 
 def load_images(dataset: str, models: Sequence[nn.Module], num_images: int, split: str = "test") -> list[torch.Tensor]:

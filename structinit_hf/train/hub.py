@@ -29,6 +29,7 @@ from ..atomic import replace_folder
 from .args import DefaultsHelpFormatter
 from .cards import build_model_card, count_parameters, read_results
 from .errors import UsageError
+from .settings import PushSettings
 
 __all__ = [
     "ATTENTION_IMAGE",
@@ -171,35 +172,29 @@ def _list_files(folder: Path) -> dict[str, int]:
     return {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def push_to_hub(
-    run_dir: str | os.PathLike,
-    repo_id: str,
-    *,
-    private: bool = False,
-    revision: str | None = None,
-    dry_run: bool = False,
-    dataset_id: str | None = None,
-    license: str = "apache-2.0",
-    endpoint: str | None = None,
-) -> PushResult:
-    """Publish a trained run as the Hub model ``repo_id`` (created if needed) in one commit.
+def push_to_hub(settings: PushSettings) -> PushResult:
+    """Publish the trained run ``settings.run_dir`` as the Hub model ``settings.repo_id`` (created if needed) in one
+    commit, or with ``dry_run`` stage it and report the files and card without any network call; returns what was
+    (or would be) uploaded and the commit's URL::
 
-    Args:
-        run_dir: the training run's output folder (``final/`` checkpoint and ``results.json``).
-        repo_id: ``namespace/name`` of the model repo.
-        private: create the repo private (otherwise the namespace's default; an existing repo keeps its visibility).
-        revision: branch to commit to (created from ``main`` if missing); ``None`` commits to ``main``.
-        dry_run: stage the folder and report files and card without any network call.
-        dataset_id: Hub id of the training dataset when the run read a local copy.
-        license: license id declared in the card.
-        endpoint: Hub URL; ``None`` uses ``HF_ENDPOINT`` (huggingface_hub's default).
+        from structinit_hf.train import PushSettings, push_to_hub
+
+        pushed = push_to_hub(PushSettings(run_dir="runs/x", repo_id="me/vit-x"))
+        print(pushed.commit_url)
+
+    ``private`` creates the repo private (an existing repo keeps its visibility); ``revision`` is the branch committed
+    to (created from ``main`` if missing); ``dataset_id`` the Hub id of the training dataset when the run read a local
+    copy; ``license`` the id the card declares; ``endpoint`` the Hub URL (``None``: ``HF_ENDPOINT``).
     """
+    run_dir, repo_id, dry_run = settings.run_dir, settings.repo_id, settings.dry_run
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise ValueError(f"repo_id must be 'namespace/name', got {repo_id!r}")
     run = find_run_files(run_dir)
     commit_message = _commit_message(run, read_results(run.results))
     with tempfile.TemporaryDirectory(prefix="structinit-push-") as tmp:
-        folder = stage_repo_folder(run_dir, repo_id, Path(tmp) / "repo", dataset_id=dataset_id, license=license)
+        folder = stage_repo_folder(
+            run_dir, repo_id, Path(tmp) / "repo", dataset_id=settings.dataset_id, license=settings.license
+        )
         # a dry run reads the token from the environment only: get_token() may refresh a saved login online
         tokens = {os.environ.get("HF_TOKEN"), os.environ.get("HUGGING_FACE_HUB_TOKEN")}
         _refuse_secrets(folder, tokens if dry_run else tokens | {get_token()})
@@ -210,13 +205,13 @@ def push_to_hub(
         if hf_constants.is_offline_mode():
             raise UsageError("HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it, or use a dry run")
         commit_url = _upload(
-            HfApi(endpoint=endpoint),
+            HfApi(endpoint=settings.endpoint),
             run,
             folder,
             files,
             repo_id,
-            private=private,
-            revision=revision,
+            private=settings.private,
+            revision=settings.revision,
             message=commit_message,
         )
     return PushResult(repo_id, files, card, commit_message, commit_url)
@@ -289,16 +284,9 @@ def push_parser() -> argparse.ArgumentParser:
 
 
 def run_push(args: argparse.Namespace) -> None:
-    """Push (or, with ``--dry-run``, stage and print) the run ``args`` names."""
-    result = push_to_hub(
-        args.run_dir,
-        args.repo_id,
-        private=args.private,
-        revision=args.revision,
-        dry_run=args.dry_run,
-        dataset_id=args.dataset_id,
-        license=args.license,
-    )
+    """``structinit-hf push-to-hub`` (``scripts/push_to_hub.py``): :func:`push_to_hub` on the parsed command line,
+    printing the files and the commit (with ``--dry-run``, the files and the card)."""
+    result = push_to_hub(PushSettings(**vars(args)))
     for path, size in result.files.items():
         print(f"{size:>12,d}  {path}")
     if result.commit_url is None:

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from ..atomic import write_json
 from .args import settings_from_args
 from .checkpoints import complete_checkpoints, save_training_state
-from .evaluation import evaluate, peak_gpu_memory_mb, results_record
+from .evaluation import peak_gpu_memory_mb, results_record, score
 from .export import save_final_model
 from .prepare import Run, setup_run
 from .run_folder import append_metrics, result_flags
@@ -182,7 +182,7 @@ def validate(run: Run, loader: Any, desc: str) -> dict[str, float | int]:
             progress.update(images.shape[0] * run.accelerator.num_processes)
             yield images, labels
 
-    metrics = evaluate(run.eval_forward(), counted(), run.accelerator)
+    metrics = score(run.eval_forward(), counted(), run.accelerator)
     progress.close()
     seconds = time.perf_counter() - start
     return {**metrics, "images_per_sec": metrics["num_samples"] / seconds, "seconds": seconds}

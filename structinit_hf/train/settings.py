@@ -1,5 +1,6 @@
 """The settings of a training run, in and out: :class:`TrainingSettings` (what :func:`structinit_hf.train.run` trains)
-and :class:`RunRecord` (what it returns).
+and :class:`RunRecord` (what it returns); likewise :class:`EvaluationSettings` and :class:`EvaluationRecord` for
+:func:`~structinit_hf.train.evaluate`, and :class:`PushSettings` for :func:`~structinit_hf.train.push_to_hub`.
 
 One frozen group per part of a run (model, data, recipe, speed, run); each field is the ``dest`` of one flag of
 ``structinit-hf train`` and its default is that flag's default (``tests/test_cli.py`` checks both), so a notebook, the
@@ -30,7 +31,10 @@ __all__ = [
     "INPUT_PIPELINES",
     "SAMPLE_DATASETS",
     "DataSettings",
+    "EvaluationRecord",
+    "EvaluationSettings",
     "ModelSettings",
+    "PushSettings",
     "Recipe",
     "RunRecord",
     "RunSettings",
@@ -225,3 +229,77 @@ class RunRecord:
     def top5(self) -> float:
         """Top-5 (percent) on the evaluation split."""
         return self.results["top5"]
+
+
+@dataclass(frozen=True)
+class EvaluationSettings(_Flags):
+    """What :func:`structinit_hf.train.evaluate` scores: each field the ``dest`` of one flag of ``structinit-hf
+    evaluate``, its default that flag's. ``None`` for a split flag: what the model's own run did on this dataset."""
+
+    model: str  # the trained model: a run's final/ folder, hf-hub:<repo> or a transformers Hub id
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+    trust_remote_code: bool = False
+    allow_new_label_names: bool = False
+    allow_untrained: bool = False  # a timm name's fresh weights, scored as a baseline
+    dataset: str = "cifar10-sample"
+    dataset_config: str | None = None
+    image_column: str | None = None
+    label_column: str | None = None
+    max_eval_samples: int | None = None
+    workers: int = 0
+    train_split: str | None = None
+    eval_split: str | None = None
+    val_split: float | None = None
+    skip_bad_images: bool = False
+    seed: int | None = None
+    batch_size: int = 256
+    mixed_precision: str | None = None
+    output: Path | None = None  # None: evaluation.json beside the model folder
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "dataset", dataset_source(self.dataset))
+        if self.output is not None:
+            object.__setattr__(self, "output", Path(self.output))
+
+
+@dataclass(frozen=True)
+class EvaluationRecord:
+    """What :func:`structinit_hf.train.evaluate` returns: where its record went and the record (scores, flags)."""
+
+    output: Path
+    results: dict[str, Any]
+
+    @property
+    def top1(self) -> float:
+        """Top-1 (percent) on the scored split."""
+        return self.results["top1"]
+
+    @property
+    def top5(self) -> float:
+        """Top-5 (percent) on the scored split."""
+        return self.results["top5"]
+
+    @property
+    def num_samples(self) -> int:
+        """How many images were scored."""
+        return self.results["num_samples"]
+
+
+@dataclass(frozen=True)
+class PushSettings(_Flags):
+    """What :func:`structinit_hf.train.push_to_hub` publishes: each field but ``endpoint`` the ``dest`` of one flag of
+    ``structinit-hf push-to-hub``, its default that flag's."""
+
+    run_dir: Path  # a finished training run's folder (final/ and results.json)
+    repo_id: str  # 'namespace/name'
+    private: bool = False
+    revision: str | None = None  # None: main
+    dataset_id: str | None = None  # the Hub dataset a local copy came from
+    license: str = "apache-2.0"
+    dry_run: bool = False  # stage and report, no network call
+    endpoint: str | None = None  # None: HF_ENDPOINT, huggingface_hub's default
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "run_dir", Path(self.run_dir))

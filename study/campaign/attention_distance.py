@@ -25,7 +25,7 @@ import torch
 from structinit_hf.atomic import write_json, write_text
 from structinit_hf.benchmark.plots import attention_distance, nonlocality, save_figure
 from structinit_hf.benchmark.runs import RUN_RESULTS
-from structinit_hf.train import load_images, load_model
+from structinit_hf.train._internal import load_images, load_model
 
 __all__ = ["attention_distance_parser", "default_locality", "measure_run", "render", "write_attention_distance"]
 
