@@ -10,6 +10,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -22,10 +23,41 @@ __all__ = [
     "recover_folder",
     "replace_folder",
     "swap_in_folder",
+    "write_failure",
     "write_file",
     "write_json",
     "write_text",
 ]
+
+
+# how torch's zip writer reports a write the OS refused: it drops the OS's reason ("unexpected pos 639616 vs 639508")
+_TORCH_WRITE_FAILURE = re.compile(r"unexpected pos|file write failed|PytorchStreamWriter failed")
+
+
+def write_failure(error: BaseException, path: str | os.PathLike) -> str | None:
+    """The reason, as the OS words it (``No space left on device``, ``Disk quota exceeded``, ``Read-only file
+    system``), that writing ``path`` raised ``error``; ``None`` when ``error`` is not a failed write.
+
+    torch's writer loses the reason: a 1 MiB probe written beside ``path`` then asks the OS for it."""
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    if not (isinstance(error, RuntimeError) and _TORCH_WRITE_FAILURE.search(str(error))):
+        return None
+    folder = Path(path).parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe-")
+        try:
+            with open(handle, "wb") as written:
+                written.write(bytes(2**20))
+                written.flush()
+                os.fsync(handle)
+        finally:
+            os.unlink(probe)
+    except OSError as refused:
+        return refused.strerror or str(refused)
+    return f"torch's writer failed ({str(error).strip().splitlines()[0][:120]})"
 
 
 def _ordinary_mode(is_folder: bool) -> int:

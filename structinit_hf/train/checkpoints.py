@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import shutil
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ import torch
 from accelerate import Accelerator
 from timm.utils import ModelEmaV3
 
-from ..atomic import delete_folder, swap_in_folder
+from ..atomic import delete_folder, swap_in_folder, write_failure
 from .errors import UsageError
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "load_training_state",
     "read_trainer_state",
     "save_training_state",
+    "writing",
 ]
 
 CHECKPOINT_PREFIX = "epoch_"
@@ -76,6 +79,29 @@ def complete_checkpoints(output_dir: Path) -> list[Path]:
     folder = Path(output_dir) / "checkpoints"
     found = (path for path in folder.glob(f"{CHECKPOINT_PREFIX}[0-9]*") if (path / TRAINER_STATE).is_file())
     return sorted(found)
+
+
+def last_good(output_dir: Path) -> str:
+    """``the last good checkpoint is <path>`` (or that there is none yet): what a stopped run leaves to resume from."""
+    checkpoints = complete_checkpoints(output_dir)
+    return f"the last good checkpoint is {checkpoints[-1]}" if checkpoints else "no checkpoint was written yet"
+
+
+@contextmanager
+def writing(path: Path, output_dir: Path) -> Iterator[None]:
+    """Turn a failed write of ``path`` (a full disk, a quota, a read-only or vanished folder; torch's writer included)
+    into one ``OSError`` line naming the file, the OS's reason and the run's last good checkpoint."""
+    try:
+        yield
+    except (OSError, RuntimeError) as error:
+        reason = write_failure(error, path)
+        if reason is None:
+            raise
+        failed = getattr(error, "filename", None) or path
+        raise OSError(
+            f"could not write {failed}: {reason}; {last_good(output_dir)}. Free space (or pass another --output-dir) "
+            "and rerun the same command with --resume latest"
+        ) from error
 
 
 def find_checkpoint(output_dir: Path, resume: str) -> Path | None:
@@ -150,19 +176,26 @@ def save_training_state(
     checkpoints = Path(output_dir) / "checkpoints"
     target = checkpoints / state.checkpoint_name
     temporary = checkpoints / f".{target.name}.tmp"
+    try:  # the reason is asked of the disk while the half-written folder still fills it; then it goes
+        with writing(target, output_dir):
+            if accelerator.is_main_process:
+                if temporary.exists():
+                    shutil.rmtree(temporary)
+                temporary.mkdir(parents=True)
+            accelerator.wait_for_everyone()
+            accelerator.save_state(str(temporary))
+            accelerator.wait_for_everyone()  # every process has written its RNG state before the folder moves
+            if accelerator.is_main_process:
+                if ema is not None:
+                    safetensors.torch.save_model(ema.module, str(temporary / EMA_WEIGHTS))
+                trainer_state = {**asdict(state), "settings": result_flags}  # the key older runs wrote
+                (temporary / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2) + "\n")
+                swap_in_folder(temporary, target)
+    except BaseException:
+        if accelerator.is_main_process:
+            shutil.rmtree(temporary, ignore_errors=True)
+        raise
     if accelerator.is_main_process:
-        if temporary.exists():
-            shutil.rmtree(temporary)
-        temporary.mkdir(parents=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(temporary))
-    accelerator.wait_for_everyone()  # every process has written its RNG state before the folder moves
-    if accelerator.is_main_process:
-        if ema is not None:
-            safetensors.torch.save_model(ema.module, str(temporary / EMA_WEIGHTS))
-        trainer_state = {**asdict(state), "settings": result_flags}  # the key older runs wrote
-        (temporary / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2) + "\n")
-        swap_in_folder(temporary, target)
         for old in complete_checkpoints(output_dir)[:-keep]:
             delete_folder(old)
     accelerator.wait_for_everyone()

@@ -31,11 +31,11 @@ from tqdm.auto import tqdm
 
 from ..atomic import write_json
 from .args import settings_from_args
-from .checkpoints import complete_checkpoints, save_training_state
+from .checkpoints import complete_checkpoints, last_good, save_training_state, writing
 from .evaluation import peak_gpu_memory_mb, results_record, score
 from .export import save_final_model
 from .prepare import Run, setup_run
-from .run_folder import append_metrics, result_flags
+from .run_folder import METRICS, append_metrics, result_flags
 from .settings import RunRecord, TrainingSettings
 from .stopping import Checkpointing, TrainingStopped, resume_command
 
@@ -64,8 +64,7 @@ def _progress(run: Run, total: int, desc: str) -> tqdm:
 
 
 def _nonfinite_error(what: str, run: Run, epoch: int) -> FloatingPointError:
-    checkpoints = complete_checkpoints(run.output_dir)
-    kept = f"the last good checkpoint is {checkpoints[-1]}" if checkpoints else "no checkpoint was written yet"
+    kept = last_good(run.output_dir)
     return FloatingPointError(
         f"{what} at epoch {epoch + 1} (after optimizer step {run.state.step}); training stopped and {kept}. "
         "Training is deterministic, so --resume with the same flags would repeat it (and a resume refuses other "
@@ -208,7 +207,8 @@ def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) 
         "peak_gpu_memory_mb": peak_gpu_memory_mb(run.accelerator.device),
     }
     if run.accelerator.is_main_process:
-        append_metrics(run.output_dir, record)
+        with writing(run.output_dir / METRICS, run.output_dir):
+            append_metrics(run.output_dir, record)
     run.accelerator.log({k: v for k, v in record.items() if k != "epoch" and v is not None}, step=state.epoch)
     run.accelerator.print(
         f"epoch {state.epoch}/{run.recipe.epochs}  train loss {record['train_loss']:.4f}  "
@@ -247,11 +247,12 @@ def finish_run(run: Run) -> dict[str, Any]:
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         trained = run.ema.module if run.ema is not None else accelerator.unwrap_model(run.model)
-        final_dir = save_final_model(
-            trained, run.output_dir / "final", data.label_names, init=run.init, fine_tuned_from=run.fine_tuned_from
-        )
-        write_json(final_dir / "results.json", record)
-        write_json(run.output_dir / "results.json", record)
+        final_dir = run.output_dir / "final"
+        with writing(final_dir, run.output_dir):
+            save_final_model(trained, final_dir, data.label_names, init=run.init, fine_tuned_from=run.fine_tuned_from)
+        for path in (final_dir / "results.json", run.output_dir / "results.json"):
+            with writing(path, run.output_dir):
+                write_json(path, record)
     accelerator.print(
         f"{data.evaluation_split}: top-1 {final['top1']:.2f}%  top-5 {final['top5']:.2f}%  "
         f"({final['num_samples']} images); model and results in {run.output_dir / 'final'}"

@@ -173,6 +173,12 @@ def clean_leftovers(output_dir: Path) -> None:
         elif leftover.exists():
             shutil.rmtree(leftover)
     recover_folder(output_dir / "final")
+    for pattern in (".final.partial-*", ".results.json.*", f".{METRICS}.*", ".write-probe-*"):  # a failed or killed
+        for leftover in output_dir.glob(pattern):  # write of final/, results.json, the metrics or a disk probe
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
 
 
 def _resume_checkpoint(output_dir: Path, resume: str | None) -> Path | None:
