@@ -95,7 +95,8 @@ def test_sigterm_finishes_the_step_saves_releases_the_lock_and_the_run_resumes(r
         run(_command(dataset, out))
     checkpoint = out / "checkpoints" / "epoch_0001_step_00000006"
     assert str(stopped.value) == (
-        f"stopped by SIGTERM in epoch 2 after step 6: saved {checkpoint}; resume with: the same run with --resume latest"
+        f"stopped by SIGTERM in epoch 2 after step 6: saved {checkpoint}; resume with: the same run with --resume "
+        "latest"
     )
     assert not (out / LOCK_FILE).exists() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     monkeypatch.undo()
@@ -171,3 +172,87 @@ def test_compare_stopped_by_a_signal_says_how_to_resume_and_its_rerun_resumes_th
     assert f"resumed from {checkpoint}" in (out / "mimetic-seed0" / "train.log").read_text()
     scores = [json.loads((folder / "results.json").read_text())["top1"] for folder in (tmp_path / "clean", out)]
     assert scores[0] == scores[1]
+
+
+# scripts/train.py in each process of `accelerate launch`: the process of rank SIGNAL_RANK signals itself during its
+# SIGNAL_AT-th micro-batch (the other receives nothing)
+SIGNALLING_TRAIN = """
+import os, runpy, signal, sys
+import structinit_hf.train.step as step_module
+real, calls = step_module.TrainingStep.__call__, []
+def step(self, inputs, targets):
+    calls.append(1)
+    if os.environ["RANK"] == os.environ["SIGNAL_RANK"] and len(calls) == int(os.environ["SIGNAL_AT"]):
+        os.kill(os.getpid(), signal.SIGUSR1)
+    return real(self, inputs, targets)
+step_module.TrainingStep.__call__ = step
+sys.argv = [os.environ["TRAIN_SCRIPT"], *sys.argv[1:]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_under_accelerate_launch_a_signal_to_one_process_stops_both_after_the_same_step(tmp_path):
+    """Catches processes that disagree on the step to stop at (the one signalled stops, the other waits for it in the
+    next collective until a timeout), and a checkpoint written by one process only."""
+    import shlex
+    import subprocess
+    import sys
+
+    from tiny_runs import REPO, script_env
+
+    dataset = synthetic_dataset(tmp_path / "data")
+    out, wrapper = tmp_path / "run", tmp_path / "signalling_train.py"
+    wrapper.write_text(SIGNALLING_TRAIN)
+    launch = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines",
+        "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(wrapper), *synthetic_args(dataset, out),
+    ]  # fmt: skip
+    env = script_env(
+        ACCELERATE_USE_CPU="1", SIGNAL_RANK="1", SIGNAL_AT="3", TRAIN_SCRIPT=str(REPO / "scripts" / "train.py")
+    )
+    done = subprocess.run(launch, env=env, capture_output=True, text=True, timeout=300)
+    lines = sorted(
+        "stopped by" + line.split("stopped by", 1)[1] for line in done.stderr.splitlines() if "stopped by" in line
+    )
+    checkpoint = out / "checkpoints" / "epoch_0000_step_00000003"
+    resume = shlex.join([str(REPO / "scripts" / "train.py"), *synthetic_args(dataset, out), "--resume", "latest"])
+    assert lines == [
+        f"stopped by {name} in epoch 1 after step 3: saved {checkpoint}; resume with: accelerate launch <your launch "
+        f"flags> {resume}"
+        for name in ("SIGUSR1", "a signal on another process")
+    ], done.stderr[-3000:]
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    assert (state["step"], state["epoch_step"]) == (3, 3) and sorted(os.listdir(out / "checkpoints")) == [
+        checkpoint.name
+    ]
+    assert {path.name for path in checkpoint.glob("random_states_*.pkl")} == {
+        "random_states_0.pkl",
+        "random_states_1.pkl",
+    }
+    assert not (out / LOCK_FILE).exists()
+
+
+def test_the_checkpoint_clock_counts_steps_and_minutes_since_the_last_checkpoint(monkeypatch) -> None:
+    """Catches a minute clock that counts from the run's start instead of the last checkpoint (a checkpoint at every
+    step once M minutes have passed), step checkpoints at an epoch's last step (the epoch's own checkpoint follows),
+    and a stop that saves again what the newest checkpoint already holds."""
+    from types import SimpleNamespace
+
+    now = [1000.0]
+    monkeypatch.setattr(stopping.time, "monotonic", lambda: now[0])
+    one = SimpleNamespace(num_processes=1)
+    clock = stopping.Checkpointing(steps=None, minutes=0.5)
+    assert clock.after_step(one, 1, last_of_epoch=False) == (False, False)
+    now[0] += 30
+    assert clock.after_step(one, 2, last_of_epoch=True) == (False, False)
+    assert clock.after_step(one, 3, last_of_epoch=False) == (True, False)
+    clock.saved(3)
+    now[0] += 29
+    assert clock.after_step(one, 4, last_of_epoch=False) == (False, False)
+    steps = stopping.Checkpointing(steps=4, minutes=None, saved_step=4)
+    assert [steps.after_step(one, step, last_of_epoch=False)[0] for step in range(5, 13)] == [0, 0, 0, 1, 0, 0, 0, 1]
+    steps.signal = signal.SIGTERM
+    assert steps.after_step(one, 12, last_of_epoch=False) == (True, True)
+    steps.saved(12)
+    assert steps.after_step(one, 12, last_of_epoch=True) == (False, True)  # nothing new since checkpoint 12

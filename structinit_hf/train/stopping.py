@@ -95,6 +95,7 @@ class Checkpointing:
         if accelerator.num_processes == 1:
             return list(flags)
         import torch
+
         summed = accelerator.reduce(torch.tensor([float(f) for f in flags], device=accelerator.device), "sum")
         return [bool(value > 0) for value in summed.tolist()]
 
