@@ -98,10 +98,31 @@ def _pair_basis(head_dim: int, half: bool) -> torch.Tensor:
     return torch.nn.functional.one_hot(first, head_dim).float()
 
 
-def _target_mass(logits: torch.Tensor, target: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Mean softmax weight on the target over the valid rows (``logits``: ``rows x keys``)."""
-    probs = logits.softmax(-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    return probs[valid].mean()
+def _target_mass(logits: torch.Tensor, goal: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Per head, the mean softmax weight on the target over the valid rows (``logits``: ``heads x rows x keys``)."""
+    probs = logits.softmax(-1).gather(-1, goal.unsqueeze(-1)).squeeze(-1)
+    return (probs * valid).sum(-1) / valid.sum(-1).clamp_min(1)
+
+
+def _rope_features(
+    embedding: torch.Tensor, target: torch.Tensor, valid: torch.Tensor, half: bool, scale: float, prefix: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each rotation pair's logit at unit weight (``heads x N x prefix + N x pairs``: queries by keys, prefix keys
+    first) and each pair's key-bias unit turned by ``-s`` (``heads x pairs x head_dim``)."""
+    heads, _, width = embedding.shape
+    basis = _pair_basis(width // 2, half)  # pairs x head_dim
+    anchor = valid.float().argmax(-1)  # a token whose target is inside: the turn by -s is the same from all
+    start = embedding[torch.arange(heads), anchor]  # heads x 2 head_dim
+    end = embedding[torch.arange(heads), target[torch.arange(heads), anchor]]
+    turn = apply_rotation(apply_rotation(basis, start.unsqueeze(1), half), end.unsqueeze(1), half, inverse=True)
+    pairs = torch.arange(basis.shape[0]).unsqueeze(-1)
+    channels = basis.argmax(-1).unsqueeze(-1) + torch.tensor([basis.shape[0] if half else 1]) * torch.tensor([0, 1])
+    queries = apply_rotation(basis, embedding.unsqueeze(2), half)[..., pairs, channels]  # heads x N x pairs x 2
+    keys = apply_rotation(turn.unsqueeze(1), embedding.unsqueeze(2), half)[..., pairs, channels]
+    features = torch.einsum("hmpc,hnpc->hmnp", queries, keys) * scale  # a pair's turn stays in its two channels
+    prefix_keys = torch.einsum("hmpc,hpc->hmp", queries, turn[:, pairs, channels]) * scale  # a prefix key: unrotated
+    features = torch.cat([prefix_keys.unsqueeze(2).expand(-1, -1, prefix, -1), features], 2)
+    return features, turn
 
 
 def rope_shared_bias(
@@ -112,7 +133,8 @@ def rope_shared_bias(
     scale: float,
     half: bool = False,
     prefix_tokens: int = 0,
-    steps: int = 200,
+    steps: int = 50,
+    fit_rows: int = 32,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Query and key biases (``heads x head_dim``) of rotary heads whose shared part puts ``sharpness`` of each
     query's attention on ``query + s_h``, and the mass reached per head (on the rotated biases alone).
@@ -120,49 +142,38 @@ def rope_shared_bias(
     ``embedding``: the RoPE ``[sin | cos]`` of every patch token, ``N x 2 head_dim`` or per head ``heads x N x 2
     head_dim``; ``scale`` the logits' factor (``head_dim ** -0.5``); ``prefix_tokens`` tokens that are not rotated but
     share the key bias (their logit competes with the target). Pair weights ``rho >= 0`` (query bias ``sqrt(rho)``
-    per pair, key bias the same turned by ``-s``) maximise the target's log-probability (``steps`` of Adam, from equal
-    weights), then a bisection on their scale sets the mass; a head whose kernel cannot reach it keeps the most.
+    per pair, key bias the same turned by ``-s``) maximise the target's log-probability on ``fit_rows`` queries spread
+    over the grid (``steps`` of Adam from equal weights, all heads at once), then a bisection on each head's scale sets
+    the mass over every query; a head whose kernel cannot reach it keeps the most.
     """
-    h, w = to_pair(grid_size)
     heads = len(shifts)
     embedding = embedding.float().expand(heads, *embedding.shape[-2:]) if embedding.dim() == 2 else embedding.float()
-    head_dim = embedding.shape[-1] // 2
-    basis = _pair_basis(head_dim, half)  # pairs x head_dim
-    target, valid = shift_index((h, w), shifts)
-    q_bias, k_bias, reached = torch.zeros(heads, head_dim), torch.zeros(heads, head_dim), torch.zeros(heads)
-    for head in range(heads):
-        rows = valid[head]
-        if not rows.any():
-            continue
-        anchor = int(rows.nonzero()[0])  # any token whose target is inside: the turn by -s is the same from all
-        turn = apply_rotation(
-            apply_rotation(basis, embedding[head, anchor], half), embedding[head, target[head, anchor]], half, True
-        )  # pairs x head_dim: each pair's unit turned by -s
-        queries = apply_rotation(basis.unsqueeze(0), embedding[head].unsqueeze(1), half)  # N x pairs x head_dim
-        keys = apply_rotation(turn.unsqueeze(0), embedding[head].unsqueeze(1), half)
-        features = torch.einsum("mpd,npd->mnp", queries, keys) * scale  # each pair's logit at unit weight
-        prefix = torch.einsum("mpd,pd->mp", queries, turn) * scale  # a prefix key: the key bias unrotated
-        features = torch.cat([prefix.unsqueeze(1).expand(-1, prefix_tokens, -1), features], 1)
-        goal = target[head] + prefix_tokens
-        raw = torch.zeros(basis.shape[0], requires_grad=True)
-        optimizer = torch.optim.Adam([raw], lr=0.1)
-        with torch.enable_grad():
-            for _ in range(steps):  # the target's log-probability is concave in the weights
-                optimizer.zero_grad()
-                logits = features @ raw.exp()
-                loss = -logits.log_softmax(-1).gather(-1, goal.unsqueeze(-1)).squeeze(-1)[rows].mean()
-                loss.backward()
-                optimizer.step()
-        weights = raw.detach().exp()
-        weights = weights / weights.sum()
-        low, high = 0.0, 1.0
-        while high < 1e6 and _target_mass(features @ (high * weights), goal, rows) < sharpness:
-            high *= 2
-        for _ in range(50):
-            mid = (low + high) / 2
-            low, high = (mid, high) if _target_mass(features @ (mid * weights), goal, rows) < sharpness else (low, mid)
-        weights = high * weights
-        reached[head] = _target_mass(features @ weights, goal, rows)
-        q_bias[head] = weights.sqrt() @ basis
-        k_bias[head] = weights.sqrt() @ turn
-    return q_bias, k_bias, reached
+    target, valid = shift_index(to_pair(grid_size), shifts)
+    features, turn = _rope_features(embedding, target, valid, half, scale, prefix_tokens)
+    goal, mask = target + prefix_tokens, valid.float()
+    rows = torch.linspace(0, len(target[0]) - 1, min(len(target[0]), fit_rows)).round().long()  # spread on the grid
+    fit, fit_goal, fit_mask = features[:, rows], goal[:, rows].unsqueeze(-1), mask[:, rows]
+    raw = torch.zeros(heads, features.shape[-1], requires_grad=True)
+    optimizer = torch.optim.Adam([raw], lr=0.2)
+    with torch.enable_grad():
+        for _ in range(steps):  # the target's log-probability is concave in the weights
+            optimizer.zero_grad()
+            chosen = torch.einsum("hmnp,hp->hmn", fit, raw.exp()).log_softmax(-1).gather(-1, fit_goal).squeeze(-1)
+            (-(chosen * fit_mask).sum(-1) / fit_mask.sum(-1).clamp_min(1)).sum().backward()
+            optimizer.step()
+    weights = raw.detach().exp()
+    weights = weights / weights.sum(-1, keepdim=True)
+
+    def mass(factor: torch.Tensor) -> torch.Tensor:
+        return _target_mass(torch.einsum("hmnp,hp->hmn", features, factor[:, None] * weights), goal, mask)
+
+    low, high = torch.zeros(heads), torch.ones(heads)
+    while bool((mass(high) < sharpness).any()) and high.max() < 1e6:
+        high = torch.where(mass(high) < sharpness, 2 * high, high)
+    for _ in range(20):  # the scale to a millionth of where it started
+        mid = (low + high) / 2
+        short = mass(mid) < sharpness
+        low, high = torch.where(short, mid, low), torch.where(short, high, mid)
+    reached, root = mass(high), (high[:, None] * weights).sqrt()
+    basis = _pair_basis(embedding.shape[-1] // 2, half)
+    return root @ basis, torch.einsum("hp,hpd->hd", root, turn), reached

@@ -95,6 +95,7 @@ def _timm_relative(model: nn.Module) -> RelativeLayout | None:
     prefix = getattr(model, "num_prefix_tokens", 0)
     keys = grid[0] * grid[1] + prefix
     rope = getattr(model, "rope", None)
+    solved: dict = {}  # a RoPE shared by every block and head: each shift is solved once
     shared = _bias_writer(getattr(model, "shared_rel_pos", None) or getattr(model, "rel_pos_bias", None), grid, keys)
     slots = []
     for block in blocks:
@@ -107,7 +108,7 @@ def _timm_relative(model: nn.Module) -> RelativeLayout | None:
         else:
             return None
         if rope is not None:
-            writer = _rope_writer(model, attn, len(slots), grid, prefix)
+            writer = _rope_writer(model, attn, len(slots), grid, prefix, solved)
             if writer is None:
                 return None
         else:
@@ -119,8 +120,11 @@ def _timm_relative(model: nn.Module) -> RelativeLayout | None:
     return RelativeLayout(kind, grid, slots, shared) if slots else None
 
 
-def _rope_writer(model: nn.Module, attn: nn.Module, index: int, grid: tuple[int, int], prefix: int) -> Writer | None:
-    """Write the heads' query and key biases of a rotary attention (``None`` where it has no key bias to write)."""
+def _rope_writer(
+    model: nn.Module, attn: nn.Module, index: int, grid: tuple[int, int], prefix: int, solved: dict
+) -> Writer | None:
+    """Write the heads' query and key biases of a rotary attention (``None`` where it has no key bias to write);
+    where every block and head rotates alike (axial RoPE), a shift solved once (kept in ``solved``) serves all."""
     qkv = getattr(attn, "qkv", None)
     attn_dim = attn.num_heads * attn.head_dim
     if isinstance(qkv, nn.Linear) and qkv.bias is not None:
@@ -130,14 +134,25 @@ def _rope_writer(model: nn.Module, attn: nn.Module, index: int, grid: tuple[int,
     else:
         return None
 
-    @torch.no_grad()
-    def write(shifts: torch.Tensor, sharpness: float) -> None:
-        embedding = model.rope.get_embed()
-        embedding = embedding[index] if embedding.dim() == 4 else embedding  # per block and head (mixed RoPE)
+    def solve(embedding: torch.Tensor, shifts: torch.Tensor, sharpness: float) -> tuple[torch.Tensor, torch.Tensor]:
         q, k, _ = position_bias.rope_shared_bias(
             embedding.detach().float().cpu(), grid, shifts, sharpness, attn.scale,
             half=getattr(attn, "rotate_half", False), prefix_tokens=prefix,
         )  # fmt: skip
+        return q, k
+
+    @torch.no_grad()
+    def write(shifts: torch.Tensor, sharpness: float) -> None:
+        embedding = model.rope.get_embed()
+        if embedding.dim() == 4:  # per block and head (mixed RoPE)
+            q, k = solve(embedding[index], shifts, sharpness)
+        else:
+            keys = [(tuple(shift), sharpness) for shift in shifts.tolist()]
+            new = sorted({key for key in keys if key not in solved})
+            if new:
+                q_new, k_new = solve(embedding, torch.tensor([key[0] for key in new]), sharpness)
+                solved.update({key: (q_new[i], k_new[i]) for i, key in enumerate(new)})
+            q, k = (torch.stack([solved[key][part] for key in keys]) for part in (0, 1))
         q_bias.copy_(q.flatten().to(q_bias))
         k_bias.copy_(k.flatten().to(k_bias))
 
