@@ -298,6 +298,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint-steps",
         type=int,
         default=None,
+        metavar="N",
         help="also checkpoint every N optimizer steps inside an epoch (a preempted run loses at most N steps); "
         "default: at epoch ends only",
     )
@@ -305,6 +306,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint-minutes",
         type=float,
         default=None,
+        metavar="M",
         help="also checkpoint inside an epoch once M minutes have passed since the last checkpoint; default: at epoch "
         "ends only",
     )
