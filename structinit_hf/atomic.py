@@ -76,8 +76,10 @@ def write_file(path: str | os.PathLike, write: Callable[[Path], object]) -> Path
         write(Path(temporary))
         os.chmod(temporary, _ordinary_mode(is_folder=False))
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.filename is None:  # a refused write() names no file: name this one
+            raise OSError(error.errno, error.strerror, str(path)) from error
         raise
     return path
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -37,6 +38,20 @@ def test_failed_file_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: 
         write_file(path, crash)
     assert path.read_text() == '{\n  "top1": 50.0\n}\n'
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_a_write_the_disk_refuses_names_the_file_and_keeps_the_old_one(tmp_path: Path) -> None:
+    """Catches a full disk reported as a bare '[Errno 28] No space left on device' (a failed write() names no file:
+    compare's records, a model card) and a half-written file left beside, or in place of, the good one."""
+    path = write_text(tmp_path / "compare.md", "the table")
+
+    def full(temporary: Path) -> None:
+        temporary.write_text("half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(OSError, match=rf"^\[Errno 28\] No space left on device: '{path}'$"):
+        write_file(path, full)
+    assert path.read_text() == "the table" and [p.name for p in tmp_path.iterdir()] == ["compare.md"]
 
 
 def test_folder_is_swapped_in_whole_or_not_at_all(tmp_path: Path) -> None:
