@@ -1,9 +1,9 @@
 """The study's profiles: compare's (:mod:`structinit_hf.benchmark.profiles`) and the campaign's own.
 
 Every profile the small-data harness (``python study/benchmark_small_data.py --profile NAME``) trains: the paper's
-setting, the CPU profiles, the campaign's sizes, augmentation regimes, epochs, widths, and the Swin and Mixer
-proxies at 3e-4. Each profile's ``notes`` say what it is; docs/benchmarks.md says how each was sized and what its
-runs found.
+setting, the CPU profiles, the campaign's sizes, augmentation regimes, epochs, widths, the Swin and Mixer
+proxies at 3e-4, and timm's relative-position and rotary ViTs at the proxy's geometry (both rates). Each profile's
+``notes`` say what it is; docs/benchmarks.md says how each was sized and what its runs found.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from structinit_hf.benchmark.profiles import (
     MIXER_PROXY,
+    STOCK_MODELS,
     SWIN_PROXY,
     BenchmarkDataset,
     Profile,
@@ -158,6 +159,13 @@ PROFILES["cpu-proxy-n2500-long200"] = replace(
 for _family, _architecture in (("swin", SWIN_PROXY), ("mixer", MIXER_PROXY)):
     _profile = family_proxy(_family, _architecture, 3e-4)
     PROFILES[_profile.name] = _profile
+
+
+# timm's own relative-position and rotary ViTs at the ViT proxy's geometry, both rates (issue 56): the model-* arms
+for _family in STOCK_MODELS:
+    for _lr in (1e-3, 3e-4):
+        _profile = family_proxy(_family, PROFILES["cpu-proxy-n2500"].architecture, _lr)
+        PROFILES[_profile.name] = _profile
 
 
 def _wider(parent: str, width: int, lr: float | None = None) -> Profile:

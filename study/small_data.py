@@ -164,7 +164,8 @@ def benchmark_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         choices=tuple(ALL_ARMS),
-        help="default: every arm of the study (a Swin or Mixer profile: every arm of its family, swin-* or mixer-*)",
+        help="default: every arm of the study (a Swin, Mixer or stock-model profile: every arm of its family, swin-*, "
+        "mixer-* or model-*)",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=None, help="default: the profile's")
     parser.add_argument("--jobs", type=int, default=None, help="runs at a time (default: the profile's)")

@@ -19,6 +19,7 @@ __all__ = [
     "MIXER_PROXY",
     "PROFILES",
     "Profile",
+    "STOCK_MODELS",
     "SWIN_PROXY",
     "WIDE_HEAD_DIM",
     "WIDE_HEAD_LR",
@@ -52,7 +53,8 @@ class Profile:
     table_epochs: tuple[int, ...]  # epochs shown in the table besides the final score
     jobs: int  # runs trained at the same time
     notes: str = ""  # why the profile is sized as it is: printed in results.md
-    family: str = "vit"  # the architecture its arms train (their Arm.family): "vit", "swin" or "mixer"
+    family: str = "vit"  # the architecture its arms train (their Arm.family): "vit", "swin", "mixer" or "model"
+    model: str = ""  # the "model" family's stock timm model, which its arms (model-*: Arm.model empty) train
 
 
 PROFILES: dict[str, Profile] = {
@@ -101,7 +103,8 @@ PROFILES["cpu-proxy-n2500"] = replace(
 
 
 # The other families at the proxy's cost: cpu-proxy-n2500's data and recipe, a Swin / Mixer sized to the seconds per
-# step of its ViT (width 48, depth 12), at the proxy's rate.
+# step of its ViT (width 48, depth 12), at the proxy's rate; timm's own relative-position and rotary ViTs at the ViT's
+# geometry (the study's profiles: the model-* arms on the stock model).
 SWIN_PROXY = {
     "img_size": 16, "patch_size": 2, "window_size": 4, "embed_dim": 48, "depths": (8, 8), "num_heads": (3, 6),
 }  # fmt: skip
@@ -112,30 +115,44 @@ _FAMILY_NOTES = {
     "96, 6 heads of 16, one window: global attention with a relative bias)",
     "mixer": "an MLP-Mixer at 16 px, patch 2 (8 x 8 = 64 tokens), width 64, 10 blocks, token MLP 128 hidden (mlp_ratio "
     "2, so the impulse init's token MLP is an exact shift), channel MLP 256",
+    "relpos": "timm's relative-position ViT (vit_relpos_small_patch16_224: a RelPosMlp bias per block, no class token, "
+    "average pool, no qkv bias, layer scale 1e-6) at the ViT proxy's geometry (16 px, patch 2, depth 12, width 48, 3 "
+    "heads)",
+    "rope": "timm's rotary ViT (vit_small_patch16_rope_224, eva.py: axial RoPE, no absolute code, a class token, qkv "
+    "bias, layer scale 1e-5) at the ViT proxy's geometry (16 px, patch 2, depth 12, width 48, 3 heads)",
 }
+STOCK_MODELS = {"relpos": "vit_relpos_small_patch16_224", "rope": "vit_small_patch16_rope_224"}  # family "model"
 _STEP_COST = (
     "Sized to the ViT proxy's cost: single thread, batch 256, forward + backward + AdamW step, the median of 5 steps "
     "on the 2-core machine: {cost}"
 )
+_EPOCH_COST = (
+    "Not sized (the ViT's own geometry): one epoch (10 steps, then the 1,000 held-out images scored) on one thread of "
+    "the loaded 2-core machine: {cost} against the ViT proxy's 13.9 s"
+)
 _MEASURED = {
-    "swin": "Swin 0.95 s against the ViT's 0.99 s (width 48, depth 12)",
-    "mixer": "Mixer 1.12 s against the ViT's 1.07 s (width 48, depth 12)",
+    "swin": _STEP_COST.format(cost="Swin 0.95 s against the ViT's 0.99 s (width 48, depth 12)"),
+    "mixer": _STEP_COST.format(cost="Mixer 1.12 s against the ViT's 1.07 s (width 48, depth 12)"),
+    "relpos": _EPOCH_COST.format(cost="16.2 s"),
+    "rope": _EPOCH_COST.format(cost="16.9-17.7 s"),
 }
 
 
 def family_proxy(family: str, architecture: dict[str, Any], lr: float) -> Profile:
+    """``cpu-proxy-n2500-<family>[-lr<lr>]``: the proxy's data and recipe at peak rate ``lr`` on ``family``'s
+    ``architecture``; a family of :data:`STOCK_MODELS` trains that timm model with the model-* arms."""
     base = PROFILES["cpu-proxy-n2500"]
     suffix = "" if lr == base.recipe["lr"] else f"-lr{lr:.0e}".replace("e-0", "e-")
+    model = STOCK_MODELS.get(family, "")
     return replace(
         base,
         name=f"cpu-proxy-n2500-{family}{suffix}",
         architecture=dict(architecture),
         recipe={**base.recipe, "lr": lr},
-        family=family,
+        family="model" if model else family,
+        model=model,
         notes=f"cpu-proxy-n2500's data and recipe (2,500 training images at 16 px, 10 epochs, batch 256, crop + flip, "
-        f"AdamW wd 0.05, 1 warm-up epoch, peak lr {lr:g}) on {_FAMILY_NOTES[family]}. "
-        + _STEP_COST.format(cost=_MEASURED[family])
-        + ".",
+        f"AdamW wd 0.05, 1 warm-up epoch, peak lr {lr:g}) on {_FAMILY_NOTES[family]}. {_MEASURED[family]}.",
     )
 
 

@@ -41,10 +41,11 @@ def flag_values(name: str, value: Any) -> list[str]:
 
 
 def run_settings(profile: Profile, arm: Arm, seed: int, dataset: BenchmarkDataset, run_dir: Path) -> TrainingSettings:
-    """The training settings of one (arm, seed) run: the profile's recipe, the arm's model, resumable (``--resume
-    latest``: a run cut short continues from its newest complete checkpoint, bit for bit)."""
+    """The training settings of one (arm, seed) run: the profile's recipe, the arm's model (a model-* arm's: the
+    profile's), resumable (``--resume latest``: a run cut short continues from its newest complete checkpoint, bit for
+    bit)."""
     return TrainingSettings().with_flags(
-        model=arm.model,
+        model=arm.model or profile.model,
         model_kwargs=arm_model_kwargs(arm, profile),
         dataset=dataset.dataset,
         dataset_config=dataset.config,

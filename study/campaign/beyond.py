@@ -1,4 +1,5 @@
-"""The campaign beyond the plain ViT on CIFAR-10: Swin and MLP-Mixer (issue 45), and Fashion-MNIST (issue 47).
+"""The campaign beyond the plain ViT on CIFAR-10: Swin and MLP-Mixer (issue 45), Fashion-MNIST (issue 47), and timm's
+relative-position and rotary ViTs (issue 56).
 
 Each setting is a set of harness records (one per seed and arm) trained in one recipe; a *grid* is two settings apart
 in the learning rate alone, where each init is also judged at its better rate (the higher mean over seeds). Every
@@ -13,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from structinit_hf.benchmark.profiles import STOCK_MODELS
 
 from .records import _load, _setting, better_rates, merge_scores
 from .sources import BENCH, WIDTH_SETTINGS
@@ -38,6 +41,7 @@ class BeyondSetting:
 
 SWIN_ARMS = ("swin-default", "swin-impulse3", "swin-mimetic", "swin-impulse3-mimeticvo")
 MIXER_ARMS = ("mixer-default", "mixer-impulse3")
+STOCK_ARMS = ("model-default", "model-impulse3", "model-mimetic")  # on a stock timm model (compare --model's arms)
 VIT_ARMS = ("default", "mimetic", "impulse3", "v1")
 
 
@@ -121,12 +125,26 @@ for _family, _arms in (("swin", SWIN_ARMS[:3]), ("mixer", MIXER_ARMS)):
             2_500,
         )
 
+# timm's own relative-position and rotary ViTs at the ViT proxy's geometry (issue 56): the model-* arms
+for _family, _what in (("relpos", "relative-position ViT"), ("rope", "rotary (RoPE) ViT")):
+    for _lr, _suffix in ((1e-3, ""), (3e-4, "-lr3e-4")):
+        BEYOND_SETTINGS[f"{_family}/{_lr:g}"] = BeyondSetting(
+            f"timm's {_what} ({STOCK_MODELS[_family]} at 16 px CIFAR-10, patch 2, width 48, depth 12), lr "
+            + f"{_lr:.0e}".replace("e-0", "e-"),
+            _records(f"cpu-proxy-n2500-{_family}{_suffix}"),
+            STOCK_ARMS,
+            "model-default",
+            _lr,
+            2_500,
+        )
+
 # Settings apart in the learning rate alone: each init at its better rate. "<family>" is CIFAR-10's grid.
 BEYOND_GRIDS = {
     name: (f"{family}{dataset}/0.001", f"{family}{dataset}/0.0003")
     for family in ("swin", "mixer")
     for name, dataset in ((family, ""), (f"{family}, Fashion-MNIST", "/fashion_mnist"))
 }
+BEYOND_GRIDS.update({family: (f"{family}/0.001", f"{family}/0.0003") for family in STOCK_MODELS})
 
 
 def _check(path: str, record: Mapping[str, Any], setting: BeyondSetting) -> None:

@@ -24,6 +24,7 @@ REFERENCE_NAMES = {  # the tables' column heads
     "impulse3": "`shift`",
     "swin-default": "timm's default",
     "mixer-default": "timm's default",
+    "model-default": "timm's default",
 }
 
 
@@ -350,10 +351,11 @@ def _cifar10_line(cifar10: Mapping[str, Any]) -> str:
 
 
 def beyond_markdown(beyond: Mapping[str, Any]) -> list[str]:
-    """The Swin and Mixer tables (each init at both rates, then at its better one) and the Fashion-MNIST tables."""
+    """The Swin, Mixer, relative-position and RoPE ViT tables (each init at both rates, then at its better one) and the
+    Fashion-MNIST tables."""
     out = [
-        "## Beyond the plain ViT and CIFAR-10: Swin, MLP-Mixer, Fashion-MNIST (10 epochs, crop + flip, 2,500 images "
-        "unless named)",
+        "## Beyond the plain ViT and CIFAR-10: Swin, MLP-Mixer, relative-position and RoPE ViTs, Fashion-MNIST (10 "
+        "epochs, crop + flip, 2,500 images unless named)",
         "",
     ]
     for setting in beyond["settings"].values():
@@ -375,17 +377,21 @@ def beyond_markdown(beyond: Mapping[str, Any]) -> list[str]:
 
 
 def _families_side_by_side(grids: Mapping[str, Any]) -> list[str]:
-    """Swin and the Mixer on both datasets: each init's paired gain over timm's default, each at its better rate."""
+    """Every family on each dataset it ran on: each init's paired gain over timm's default, each at its better rate."""
     rows = []
     for name, grid in grids.items():
         family, _, dataset = name.partition(", ")
         reference = next(iter(grid["rates"]), None)
         versus = grid["vs"].get(reference, {}) if reference else {}
-        rows += [f"| {family} | {dataset or 'CIFAR-10'} | {arm_label(a)} | {_difference_cell(c)} |" for a, c in versus.items()]
+        rows += [
+            f"| {family} | {dataset or 'CIFAR-10'} | {arm_label(a)} | {_difference_cell(c)} |"
+            for a, c in versus.items()
+        ]
         if not versus:
             rows.append(f"| {family} | {dataset or 'CIFAR-10'} | – | not run yet |")
     return [
-        "### Swin and MLP-Mixer on both datasets (each init at its better rate)",
+        "### Swin, MLP-Mixer, relative-position (relpos) and RoPE (rope) ViTs on each dataset (each init at its better "
+        "rate)",
         "",
         "| family | dataset | init | minus timm's default, paired (per seed): verdict |",
         "|---|---|---|---|",
