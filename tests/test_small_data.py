@@ -19,7 +19,7 @@ from structinit_hf.benchmark.profiles import BenchmarkDataset, Profile, arm_mode
 from structinit_hf.benchmark.runs import run_dir_for, run_settings
 from structinit_hf.benchmark.summary import aggregate_runs, render_results_markdown, write_outputs
 from structinit_hf.train.errors import UsageError
-from structinit_hf.train.hub import push_to_hub
+from structinit_hf.train import PushSettings, push_to_hub
 from study import small_data
 from study import small_data_runs as benchmark_runs
 from study.profiles import PROFILES
@@ -144,7 +144,9 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, t
     entropy = saved["arms"]["impulse3"]["attention_entropy"][0][0]
     assert f"| `impulse3` | {entropy:.2f} ({entropy:.2f}) |" in table.split("## Attention after training")[1]
 
-    pushed = push_to_hub(saved["arms"]["impulse3"]["best_run"], "me/tiny", dry_run=True, dataset_id="uoft-cs/cifar10")
+    pushed = push_to_hub(
+        PushSettings(saved["arms"]["impulse3"]["best_run"], "me/tiny", dry_run=True, dataset_id="uoft-cs/cifar10")
+    )
     assert "model.safetensors" in pushed.files and pushed.commit_url is None
     assert "attention_init.png" in pushed.files  # drawn for each arm's best run, shown by the model card
 
@@ -155,10 +157,12 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, t
     assert sorted(p.name for p in card_dir.iterdir()) == ["README.md", "attention_init.png"]  # no weights in git
     card = cards["impulse3"].read_text()
     release = push_to_hub(
-        saved["arms"]["impulse3"]["best_run"],
-        "org/vit_tiny_p4d1_impulse3.cifar10",
-        dry_run=True,
-        dataset_id="uoft-cs/cifar10",
+        PushSettings(
+            saved["arms"]["impulse3"]["best_run"],
+            "org/vit_tiny_p4d1_impulse3.cifar10",
+            dry_run=True,
+            dataset_id="uoft-cs/cifar10",
+        )
     )
     assert card == release.card  # the card push_to_hub renders for that repo
     assert f"{saved['arms']['impulse3']['final_top1'][0]:.2f}" in card
