@@ -39,7 +39,8 @@ CONVERGENCE_SOURCES: dict[str, dict[int, tuple[str, ...]]] = {
     },
 }
 
-MARKS = (10, 50)  # catch-up: the epochs of `shift`'s score that timm's default is timed to reach
+MARKS = (10, 50)
+COLORS = {"default": "C0", "mimetic": "C1", "impulse3": "C2"}  # one color per init in every panel  # catch-up: the epochs of `shift`'s score that timm's default is timed to reach
 
 
 def _curves(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[int, list[float]]]:
@@ -182,8 +183,9 @@ def plot_convergence(convergence: Mapping[str, Any], path: Path) -> Path:
             ]
             if points:
                 xs = [e for e, _ in points]
-                gain_ax.plot(xs, [c["mean"] for _, c in points], marker="o", label=arm_label(name))
-                gain_ax.fill_between(xs, [c["min"] for _, c in points], [c["max"] for _, c in points], alpha=0.2)
+                gain_ax.plot(xs, [c["mean"] for _, c in points], marker="o", color=COLORS[name], label=arm_label(name))
+                lows, highs = [c["min"] for _, c in points], [c["max"] for _, c in points]
+                gain_ax.fill_between(xs, lows, highs, color=COLORS[name], alpha=0.2)
         gain_ax.axhline(0, color="black", lw=0.8)
         gain_ax.set_xscale("log")
         gain_ax.set_xlim(7, 300)
@@ -201,7 +203,7 @@ def plot_convergence(convergence: Mapping[str, Any], path: Path) -> Path:
                 if per_seed:
                     n = min(len(c) for c in per_seed)
                     mean = [sum(c[i] for c in per_seed) / len(per_seed) for i in range(n)]
-                    curve_ax.plot(range(1, n + 1), mean, label=f"{arm_label(name)} ({len(per_seed)} seed(s))")
+                    curve_ax.plot(range(1, n + 1), mean, color=COLORS[name], label=f"{arm_label(name)} ({len(per_seed)} seed(s))")
             curve_ax.set_title(f"{dataset}: validation top-1 over the longest schedule")
             curve_ax.set_xlabel("epoch")
             curve_ax.set_ylabel("validation top-1 (%)")
