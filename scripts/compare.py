@@ -6,7 +6,7 @@ python scripts/compare.py --dataset my_images/ --seeds 0 1 2
 
 import sys
 
-from structinit_hf.train.commands import run_script, script_imports
+from structinit_hf.train.cli.commands import run_script, script_imports
 
 with script_imports():
     from structinit_hf.benchmark.compare_inits import compare_command, compare_parser

@@ -6,11 +6,11 @@ accelerate launch scripts/evaluate.py --model runs/c10/final --dataset ../shared
 
 import sys
 
-from structinit_hf.train.commands import run_script, script_imports
+from structinit_hf.train.cli.commands import run_script, script_imports
 
 with script_imports():
-    from structinit_hf.train.args import evaluation_parser
-    from structinit_hf.train.evaluation import run_evaluation
+    from structinit_hf.train.cli.args import evaluation_parser
+    from structinit_hf.train.models.evaluation import run_evaluation
 
 if __name__ == "__main__":
     sys.exit(run_script(evaluation_parser(), run_evaluation))

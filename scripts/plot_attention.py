@@ -14,7 +14,7 @@ Writes attention_init.png, attention_trained.png (with --checkpoint) and nonloca
 
 import sys
 
-from structinit_hf.train.commands import run_script, script_imports
+from structinit_hf.train.cli.commands import run_script, script_imports
 
 with script_imports():
     from structinit_hf.benchmark.plots import attention_parser, draw_attention

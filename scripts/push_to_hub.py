@@ -8,10 +8,10 @@ folder and prints its files and card without any network call. The same as ``str
 
 import sys
 
-from structinit_hf.train.commands import run_script, script_imports
+from structinit_hf.train.cli.commands import run_script, script_imports
 
 with script_imports():
-    from structinit_hf.train.hub import push_parser, run_push
+    from structinit_hf.train.publish.hub import push_parser, run_push
 
 
 def main(argv: list[str] | None = None) -> int:

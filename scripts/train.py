@@ -9,11 +9,11 @@ status 2 (``--debug`` shows the traceback).  See the "Training" section of the R
 
 import sys
 
-from structinit_hf.train.commands import run_script, script_imports
+from structinit_hf.train.cli.commands import run_script, script_imports
 
 with script_imports():
-    from structinit_hf.train.args import training_parser
-    from structinit_hf.train.loop import run_command
+    from structinit_hf.train.cli.args import training_parser
+    from structinit_hf.train.training.loop import run_command
 
 if __name__ == "__main__":
     sys.exit(run_script(training_parser(), run_command))

@@ -4,8 +4,8 @@ Importing the package registers its models with timm (``timm.list_models("*impul
 needs (torch, timm). transformers reaches the models through its own ``TimmWrapperConfig``; this package's
 transformers names (:mod:`structinit_hf.models.timm_wrapper`: ``StructInitViTConfig`` and its ``model_type``
 ``structinit_vit``) register with transformers as soon as both are imported, in either order, and
-:func:`save_checkpoint` loads on first use. The training application (``structinit_hf.train.loop``, ``evaluation``,
-``benchmark`` ...) needs the ``train`` extra.
+:func:`save_checkpoint` loads on first use. The training application (``structinit_hf.train``,
+``structinit_hf.benchmark`` ...) needs the ``train`` extra.
 """
 
 import importlib.abc

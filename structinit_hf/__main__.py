@@ -17,14 +17,14 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from .train.commands import run_script, script_imports
+from .train.cli.commands import run_script, script_imports
 
 # command -> (parser factory, function), each "module:name", imported only when the command runs
 COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("benchmark.compare_inits:compare_parser", "benchmark.compare_inits:compare_command"),
-    "train": ("train.args:training_parser", "train.loop:run_command"),
-    "evaluate": ("train.args:evaluation_parser", "train.evaluation:run_evaluation"),
-    "push-to-hub": ("train.hub:push_parser", "train.hub:run_push"),
+    "train": ("train.cli.args:training_parser", "train.training.loop:run_command"),
+    "evaluate": ("train.cli.args:evaluation_parser", "train.models.evaluation:run_evaluation"),
+    "push-to-hub": ("train.publish.hub:push_parser", "train.publish.hub:run_push"),
 }
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: study/ beside structinit_hf/
 
-from structinit_hf.train.commands import run_script, script_imports
+from structinit_hf.train._internal import run_script, script_imports
 
 with script_imports():
     from study.photo_memory import measure_photo_memory, photo_memory_parser

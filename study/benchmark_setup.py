@@ -24,7 +24,7 @@ import json, sys, tempfile, time
 import torch
 torch.set_num_threads(1)
 from structinit_hf.train import TrainingSettings
-from structinit_hf.train.prepare import setup_run
+from structinit_hf.train._internal import setup_run
 data, workers = sys.argv[1], int(sys.argv[2])
 with tempfile.TemporaryDirectory() as out:
     settings = TrainingSettings().with_flags(

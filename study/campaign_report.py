@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: study/ beside structinit_hf/
 
-from structinit_hf.train.commands import script_imports
+from structinit_hf.train._internal import script_imports
 
 with script_imports():
     from study.campaign.report import campaign_parser, report_campaign

@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image
 
 from structinit_hf.atomic import write_json, write_text
-from structinit_hf.train.errors import UsageError
+from structinit_hf.train import UsageError
 
 __all__ = ["measure_photo_memory", "photo_folder", "photo_memory_parser"]
 

@@ -14,8 +14,7 @@ from structinit_hf.atomic import replace_folder
 from structinit_hf.benchmark.plots import plot_attention_figure
 from structinit_hf.benchmark.runs import RUN_RESULTS
 from structinit_hf.benchmark.summary import has_vit_attention
-from structinit_hf.train._internal import load_images, load_model
-from structinit_hf.train.hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
+from structinit_hf.train._internal import ATTENTION_IMAGE, CARD_FILE, load_images, load_model, stage_repo_folder
 
 __all__ = ["draw_run_attention", "release_repo_id", "write_release_cards"]
 

@@ -27,8 +27,8 @@ from structinit_hf.benchmark.arms import ALL_ARMS, FAMILY_ARMS, STUDIES, Arm, se
 from structinit_hf.benchmark.profiles import BenchmarkDataset, Profile, with_epochs
 from structinit_hf.benchmark.runs import RUN_LOG, RUN_RESULTS, is_finished, run_dir_for, run_settings
 from structinit_hf.benchmark.summary import aggregate_runs, write_outputs
-from structinit_hf.train.errors import UsageError
-from structinit_hf.train.hub import ATTENTION_IMAGE
+from structinit_hf.train import UsageError
+from structinit_hf.train._internal import ATTENTION_IMAGE
 from study.profiles import PROFILES
 from study.release import draw_run_attention, write_release_cards
 from study.small_data_runs import BENCHMARK_CLOCK, _wall_clock, check_finished_runs, kept_wall_clock, train_one

@@ -38,9 +38,8 @@ from structinit_hf.benchmark.arms import ALL_ARMS
 from structinit_hf.benchmark.attention import init_health
 from structinit_hf.init import impulse, solvers
 from structinit_hf.init.apply import impulse_block_targets
-from structinit_hf.train.data import dataset_source
-from structinit_hf.train.errors import UsageError
-from structinit_hf.train.images import rgb_image
+from structinit_hf.train import UsageError
+from structinit_hf.train._internal import dataset_source, rgb_image
 
 __all__ = ["run", "solver_parser"]
 

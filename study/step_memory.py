@@ -3,7 +3,7 @@
 Each micro-batch runs in a fresh process: the model and AdamW are built, one step warms the optimizer state, the
 peak resident set is reset (``/proc/self/clear_refs``), and one more step (forward, backward, AdamW) is measured.
 Printed per micro-batch: memory before the step, its peak, the growth per image, and what ``scripts/train.py``
-estimates from the activations autograd saves (``structinit_hf.train.memory_plan``).
+estimates from the activations autograd saves (``structinit_hf.train.training.memory_plan``).
 
 The entry point is ``study/benchmark_memory.py``.
 """
@@ -15,8 +15,8 @@ import json
 import subprocess
 import sys
 
-from structinit_hf.train.errors import UsageError
-from structinit_hf.train.memory_plan import STEP_OVERHEAD
+from structinit_hf.train import UsageError
+from structinit_hf.train._internal import STEP_OVERHEAD
 
 __all__ = ["measure", "memory_parser"]
 
@@ -24,7 +24,7 @@ ONE_STEP = """
 import json, sys, timm, torch, structinit_hf
 from pathlib import Path
 from timm.optim import create_optimizer_v2
-from structinit_hf.train.memory_plan import saved_bytes_per_image
+from structinit_hf.train._internal import saved_bytes_per_image
 
 def status(field):
     line = next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith(field + ":"))

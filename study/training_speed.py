@@ -7,7 +7,7 @@ arms alike:
 - ``bare``: the model, AdamW, label-smoothed cross-entropy and gradient clipping on pre-made tensors
   already on the device; autocast and ``torch.compile`` as the mode says.  Images/s over ``steps`` steps
   after one untimed step (the compilation, for a compiled mode).
-- ``script``: :func:`structinit_hf.train.loop.train` itself with ``--mixed-precision`` / ``--compile`` set by
+- ``script``: :func:`structinit_hf.train.training.loop.train` itself with ``--mixed-precision`` / ``--compile`` set by
   the mode and every other flag at its default (workers, pinned memory, input pipeline, the full
   augmentation recipe): two epochs of ``steps`` global batches of real images, images/s of the second
   epoch as its ``metrics.jsonl`` reports it (data loading included, compilation and warm-up excluded).
@@ -37,13 +37,17 @@ from timm.optim import create_optimizer_v2
 from torch import nn
 
 from structinit_hf.train import TrainingSettings, run
-from structinit_hf.train._internal import KeyValueAction
-from structinit_hf.train.data import dataset_source, load_image_classification
-from structinit_hf.train.dataloaders import train_dataloader
-from structinit_hf.train.evaluation import library_versions
-from structinit_hf.train.models import load_model, model_data_config
-from structinit_hf.train.prepare import device_defaults
-from structinit_hf.train.tensor_data import training_datasets
+from structinit_hf.train._internal import (
+    KeyValueAction,
+    dataset_source,
+    device_defaults,
+    library_versions,
+    load_image_classification,
+    load_model,
+    model_data_config,
+    train_dataloader,
+    training_datasets,
+)
 
 __all__ = ["MODES", "measure_throughput", "throughput_parser"]
 

@@ -50,7 +50,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def cifar10_sample() -> Path:
     """The CIFAR-10 sample shipped in the package (real images in the Hub's img/label schema)."""
-    from structinit_hf.train.data import SAMPLE_DATASETS
+    from structinit_hf.train.settings import SAMPLE_DATASETS
 
     return SAMPLE_DATASETS["cifar10-sample"]
 

@@ -11,7 +11,8 @@ MODULE_FILES = sorted(PACKAGE.rglob("*.py"))
 
 
 def module_name(path: Path) -> str:
-    """``structinit_hf/train/loop.py`` -> ``structinit_hf.train.loop``; a package's ``__init__.py`` -> the package."""
+    """``structinit_hf/train/training/loop.py`` -> ``structinit_hf.train.training.loop``; a package's ``__init__.py``
+    -> the package."""
     return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
 
 

@@ -12,8 +12,8 @@ from tiny_runs import image_folder, run
 from structinit_hf.__main__ import main
 from structinit_hf.benchmark.arms import MODEL_ARMS
 from structinit_hf.benchmark.model_arms import DEFAULT_MODEL_ARMS, head_dim, model_inits
-from structinit_hf.train.errors import UsageError
-from structinit_hf.train.models import load_model, model_data_config
+from structinit_hf.train.cli.errors import UsageError
+from structinit_hf.train.models.loading import load_model, model_data_config
 
 STOCK = ["--model", "vit_tiny_patch16_224", "--model-kwargs", "img_size=32", "depth=1", "embed_dim=24", "num_heads=3"]
 # a stock ViT at the proxy's token and head width (patch 2, 3 heads of 16), one block

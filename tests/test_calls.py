@@ -15,8 +15,8 @@ from structinit_hf.benchmark import CompareResult, CompareSettings, compare
 from structinit_hf.benchmark.arms import arm_label
 from structinit_hf.benchmark.compare_inits import compare_parser, render_table
 from structinit_hf.train import EvaluationRecord, EvaluationSettings, PushSettings, evaluate, run
-from structinit_hf.train.args import evaluation_parser, settings_from_args, training_parser
-from structinit_hf.train.hub import push_parser
+from structinit_hf.train.cli.args import evaluation_parser, settings_from_args, training_parser
+from structinit_hf.train.publish.hub import push_parser
 
 # what a notebook user imports from structinit_hf.train: the calls, their settings and records, the user error
 USER_API = [

@@ -13,9 +13,9 @@ from huggingface_hub import ModelCard
 from PIL import Image
 
 from structinit_hf.models.timm_wrapper import save_checkpoint
-from structinit_hf.train import models as loading
-from structinit_hf.train.cards import CARD_TAGS, TEMPLATE_DIR, build_model_card, model_family, read_results
-from structinit_hf.train.hub import CARD_FILE, stage_repo_folder
+from structinit_hf.train.models import loading
+from structinit_hf.train.publish.cards import CARD_TAGS, TEMPLATE_DIR, build_model_card, model_family, read_results
+from structinit_hf.train.publish.hub import CARD_FILE, stage_repo_folder
 
 CIFAR10_LABELS = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 REPO_ID = "my-org/vit_tiny_impulse3.cifar10"

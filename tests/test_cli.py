@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import script_path
 
-from structinit_hf.train.commands import run_script
-from structinit_hf.train.errors import USAGE_EXIT_STATUS, UsageError, check_kwarg_types, did_you_mean
+from structinit_hf.train.cli.commands import run_script
+from structinit_hf.train.cli.errors import USAGE_EXIT_STATUS, UsageError, check_kwarg_types, did_you_mean
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -126,7 +126,7 @@ def test_a_benchmark_script_from_a_fresh_process_exits_2_with_one_line(tmp_path)
 
 def test_model_kwargs_are_parsed_as_literals_with_strings_as_fallback():
     """Catches --model-kwargs values left as strings ('3' for depth) or bare words rejected."""
-    from structinit_hf.train.args import training_parser
+    from structinit_hf.train.cli.args import training_parser
 
     args = training_parser().parse_args(["--model-kwargs", "depth=3", "pseudo_input=learned", "sharpness=None"])
     assert args.model_kwargs == {"depth": 3, "pseudo_input": "learned", "sharpness": None}
@@ -134,7 +134,7 @@ def test_model_kwargs_are_parsed_as_literals_with_strings_as_fallback():
 
 def test_model_kwargs_word_without_equals_is_a_usage_error(capsys):
     """Catches timm's ParseKwargs behaviour: a word without '=' ended in a ValueError traceback from parse_args."""
-    from structinit_hf.train.args import training_parser
+    from structinit_hf.train.cli.args import training_parser
 
     with pytest.raises(SystemExit) as exit_info:
         training_parser().parse_args(["--model-kwargs", '{"depth": 3}'])
@@ -180,7 +180,7 @@ def test_keyword_types_follow_the_annotations_of_the_function_that_takes_them():
 @pytest.mark.parametrize("model", ["vit_tiny_impulse3", "vit_tiny_patch16_224", "convit_tiny_patch2_32"])
 def test_the_keywords_users_pass_are_not_refused(model):
     """Catches the check refusing what timm builds: sizes as an int or (h, w), rates, pools, init options."""
-    from structinit_hf.train.model_kwargs import check_model_kwargs
+    from structinit_hf.train.models.kwargs import check_model_kwargs
 
     common = dict(img_size=32, patch_size=4, drop_path_rate=0.1, num_classes=10)
     vit = dict(global_pool="avg", class_token=False)
@@ -197,7 +197,7 @@ def test_every_training_flag_has_one_settings_field_and_the_record_keeps_them_al
     record it), a flag in two groups, and a resolved value (precision, accumulation) that does not reach the record."""
     import dataclasses
 
-    from structinit_hf.train.args import settings_from_args, training_parser
+    from structinit_hf.train.cli.args import settings_from_args, training_parser
     from structinit_hf.train.settings import TrainingSettings
 
     parser = training_parser()
@@ -229,7 +229,7 @@ def test_every_training_flag_has_one_settings_field_and_the_record_keeps_them_al
 def test_an_unknown_model_keyword_names_the_nearest_one(model, typo, nearest):
     """Catches a misspelt keyword surfacing as timm's bare TypeError (a traceback, no suggestion) for a network whose
     keywords cannot be read off the entrypoint's annotation."""
-    from structinit_hf.train.models import create_timm_model
+    from structinit_hf.train.models.loading import create_timm_model
 
     with pytest.raises(UsageError, match=rf"unknown model keyword '{typo}' for {model} \(did you mean '{nearest}'\?\)"):
         create_timm_model(model, **{typo: 0.1})
@@ -237,10 +237,10 @@ def test_an_unknown_model_keyword_names_the_nearest_one(model, typo, nearest):
 
 # every parser factory a command or script uses -> (module, factory, its arguments, an abbreviation, the flag)
 PARSERS = {
-    "train": ("structinit_hf.train.args", "training_parser", (), "--epoch", "--epochs"),
-    "evaluate": ("structinit_hf.train.args", "evaluation_parser", (), "--batch", "--batch-size"),
+    "train": ("structinit_hf.train.cli.args", "training_parser", (), "--epoch", "--epochs"),
+    "evaluate": ("structinit_hf.train.cli.args", "evaluation_parser", (), "--batch", "--batch-size"),
     "compare": ("structinit_hf.benchmark.compare_inits", "compare_parser", (), "--seed", "--seeds"),
-    "push-to-hub": ("structinit_hf.train.hub", "push_parser", (), "--revis", "--revision"),
+    "push-to-hub": ("structinit_hf.train.publish.hub", "push_parser", (), "--revis", "--revision"),
     "benchmark_small_data": ("study.small_data", "benchmark_parser", (), "--seed", "--seeds"),
     "benchmark_solver": ("study.solver_cost", "solver_parser", (), "--repeat", "--repeats"),
     "benchmark_memory": ("study.step_memory", "memory_parser", (), "--micro", "--micro-batches"),

@@ -15,18 +15,18 @@ import pytest
 import torch
 from PIL import Image
 
-from structinit_hf.train.data import (
-    dataset_files_digest,
-    ensure_hub_reachable,
-    find_columns,
-    load_image_classification,
-    load_raw_dataset,
-    stratified_split,
+from structinit_hf.train.cli.errors import UsageError
+from structinit_hf.train.data.dataloaders import (
+    EpochShuffleSampler,
+    TransformedImages,
+    build_transform,
+    seeded_random_state,
 )
-from structinit_hf.train.dataloaders import EpochShuffleSampler, TransformedImages, build_transform, seeded_random_state
-from structinit_hf.train.errors import UsageError
-from structinit_hf.train.tensor_augment import TensorEvalTransform, TensorRandAugment, TensorTrainTransform
-from structinit_hf.train.tensor_data import DecodedImages, _EncodedRows, decode_split
+from structinit_hf.train.data.image_folders import dataset_files_digest
+from structinit_hf.train.data.sources import ensure_hub_reachable, find_columns, load_raw_dataset
+from structinit_hf.train.data.splits import load_image_classification, stratified_split
+from structinit_hf.train.data.tensor_augment import TensorEvalTransform, TensorRandAugment, TensorTrainTransform
+from structinit_hf.train.data.tensor_data import DecodedImages, _EncodedRows, decode_split
 
 NAMES = ["cat", "dog", "frog"]
 

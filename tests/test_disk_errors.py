@@ -38,7 +38,7 @@ def _fail_second_checkpoint(monkeypatch, error: BaseException) -> None:
 
 
 def _fail_final_model(monkeypatch, error: BaseException) -> None:
-    from structinit_hf.train import export
+    from structinit_hf.train.models import export
 
     def write_checkpoint(model, folder, **kwargs):
         (Path(folder) / "model.safetensors").write_bytes(b"half a file")
@@ -60,7 +60,7 @@ def _fail_results(monkeypatch, error: BaseException) -> None:
 
 
 def _fail_metrics(monkeypatch, error: BaseException) -> None:
-    from structinit_hf.train import loop
+    from structinit_hf.train.training import loop
 
     monkeypatch.setattr(loop, "append_metrics", lambda output_dir, record: (_ for _ in ()).throw(error))
 

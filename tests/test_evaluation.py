@@ -15,10 +15,10 @@ from PIL import Image
 from transformers import DeiTImageProcessor, ViTConfig, ViTForImageClassification
 
 from structinit_hf.models.common import CIFAR10_MEAN, CIFAR10_STD
-from structinit_hf.train.args import evaluation_parser
-from structinit_hf.train.commands import run_script
-from structinit_hf.train.evaluation import run_evaluation
-from structinit_hf.train.models import eval_transform, load_model, model_data_config
+from structinit_hf.train.cli.args import evaluation_parser
+from structinit_hf.train.cli.commands import run_script
+from structinit_hf.train.models.evaluation import run_evaluation
+from structinit_hf.train.models.loading import eval_transform, load_model, model_data_config
 
 REPO = Path(__file__).resolve().parents[1]
 MEAN, STD = 0.4, 0.2
@@ -152,8 +152,8 @@ def test_script_user_error_is_one_line_exit_2_and_debug_shows_the_traceback(
 def test_a_hub_model_offline_is_one_line_naming_it_and_hf_hub_offline(command, model, kind, tmp_path, capsys):
     """Catches timm's "An error happened while trying to locate the file on the Hub" (it names neither the model nor
     HF_HUB_OFFLINE) reaching the user of train or evaluate, or the two commands wording the same case apart."""
-    from structinit_hf.train.args import training_parser
-    from structinit_hf.train.loop import run_command
+    from structinit_hf.train.cli.args import training_parser
+    from structinit_hf.train.training.loop import run_command
 
     parser, function = (training_parser(), run_command) if command == "train" else (evaluation_parser(), run_evaluation)
     out = ["--output-dir", str(tmp_path / "run")] if command == "train" else ["--output", str(tmp_path / "r.json")]
@@ -168,7 +168,7 @@ def test_every_record_says_what_changes_its_numbers(monkeypatch):
     """Catches a results.json that cannot tell two machines apart: the same versions and flags give other numbers
     under another torch thread count, another CPU instruction set or a variable that picks MKL's or oneDNN's kernels
     (measured: docs/benchmarks.md), and other decoding or cropping under other torchvision, numpy or pillow."""
-    from structinit_hf.train.evaluation import library_versions, numerics
+    from structinit_hf.train.models.evaluation import library_versions, numerics
 
     monkeypatch.setenv("MKL_CBWR", "AVX2")
     before = torch.get_num_threads()

@@ -11,8 +11,8 @@ import pytest
 from conftest import script_path
 from without_package import package_not_installed
 
-from structinit_hf.train import commands
-from structinit_hf.train import settings_checks as checks
+from structinit_hf.train.cli import commands
+from structinit_hf.train.cli import settings_checks as checks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,8 +92,8 @@ def test_only_modules_of_an_extra_count_as_a_missing_extra():
 
 def test_report_to_tensorboard_without_it_is_refused_not_dropped(monkeypatch, capsys):
     """accelerate drops a tracker whose package is missing with a debug log: the run would write no logs, silently."""
-    from structinit_hf.train.args import settings_from_args, training_parser
-    from structinit_hf.train.commands import run_script
+    from structinit_hf.train.cli.args import settings_from_args, training_parser
+    from structinit_hf.train.cli.commands import run_script
 
     monkeypatch.setattr(checks, "find_spec", lambda name: None if name == "tensorboard" else object())
     monkeypatch.setattr(sys, "argv", ["scripts/train.py"])

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from tiny_runs import REPO, image_folder, run, run_forked, script_env, synthetic_args, synthetic_dataset, weights
 from transformers import AutoModelForImageClassification
 
-from structinit_hf.train import loop
+from structinit_hf.train.training import loop
 
 pytestmark = pytest.mark.slow  # trains
 
@@ -40,7 +40,7 @@ def _fine_tune(parent: SimpleNamespace, out: Path, *extra: str) -> dict:
 FIRST_STEP_TRAIN = """
 import os, runpy, sys
 from safetensors.torch import save_file
-import structinit_hf.train.loop as training
+import structinit_hf.train.training.loop as training
 
 train_one_epoch = training.train_one_epoch
 

@@ -30,8 +30,8 @@ from huggingface_hub.errors import LocalEntryNotFoundError
 from PIL import Image
 from test_cards import CIFAR10_LABELS, TINY, write_run
 
-from structinit_hf.train.errors import UsageError
-from structinit_hf.train.hub import push_to_hub, stage_repo_folder
+from structinit_hf.train.cli.errors import UsageError
+from structinit_hf.train.publish.hub import push_to_hub, stage_repo_folder
 from structinit_hf.train.settings import PushSettings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,29 +1,67 @@
-"""The import graph of the package, read with ``ast``: ``benchmark/`` reaches training through its public entry only,
-and the modules of ``train/`` import one another without a circle."""
+"""The import graph of the package, read with ``ast``: ``benchmark/`` and the study's scripts reach training through
+its faces only, and the modules of ``train/`` import one another without a circle."""
 
 from __future__ import annotations
 
 import ast
 
-from package_imports import MODULE_FILES, PACKAGE, import_graph, syntax_tree
+from package_imports import MODULE_FILES, PACKAGE, import_graph, imports_in, syntax_tree
 
-# what benchmark/ may import from the application: the package's public names, the settings and what compare needs
-# beyond the user's API (train/_internal.py)
-TRAIN_ENTRY = {"structinit_hf.train", "structinit_hf.train.settings", "structinit_hf.train._internal"}
+# what benchmark/ and the study may import from the application: its faces, the package's public names and what
+# compare and the study need beyond the user's API (train/_internal.py)
+TRAIN_ENTRY = {"structinit_hf.train", "structinit_hf.train._internal"}
+STUDY_FILES = sorted((PACKAGE.parent / "study").rglob("*.py"))
+
+
+def private_train_imports(targets) -> list[str]:
+    """The modules of ``train/`` among ``targets`` that are not one of its faces."""
+    return sorted(
+        target for target in targets if target.startswith("structinit_hf.train") and target not in TRAIN_ENTRY
+    )
 
 
 def test_benchmark_reaches_training_only_through_its_public_entry():
     """Catches compare or the benchmark importing a private module of train/ (its loop, its data, its run folder)
-    instead of ``structinit_hf.train``'s public names, the settings and ``structinit_hf.train._internal``."""
+    instead of ``structinit_hf.train``'s public names and ``structinit_hf.train._internal``."""
     graph = import_graph()
     private = {
-        module: sorted(
-            target for target in targets if target.startswith("structinit_hf.train") and target not in TRAIN_ENTRY
-        )
+        module: private_train_imports(targets)
         for module, targets in graph.items()
         if module.startswith("structinit_hf.benchmark")
     }
     assert {module: targets for module, targets in private.items() if targets} == {}
+
+
+def test_the_study_reaches_training_only_through_its_faces():
+    """Catches a study script (``study/*.py``, ``study/campaign/``) importing a module of train/ by its path (a
+    subpackage's loop, data or hub) instead of ``structinit_hf.train`` and ``structinit_hf.train._internal``, whose
+    names do not move when train/'s folders do."""
+    assert len(STUDY_FILES) > 10
+    private = {
+        str(path.relative_to(PACKAGE.parent)): private_train_imports(
+            target for _, target in imports_in(syntax_tree(path), "study." + path.stem)
+        )
+        for path in STUDY_FILES
+    }
+    assert {path: targets for path, targets in private.items() if targets} == {}
+
+
+def test_the_faces_check_sees_a_private_import():
+    """The two checks above are not vacuous: a script importing a module of train/'s folders, or one through a
+    submodule of the package, is caught; the faces pass."""
+    probe = ast.parse(
+        "from structinit_hf.train import run\n"
+        "from structinit_hf.train._internal import load_model\n"
+        "def f():\n"
+        "    from structinit_hf.train.training.loop import run_command\n"
+        "    from structinit_hf.train.models import loading\n"
+    )
+    found = private_train_imports(target for _, target in imports_in(probe, "study.probe"))
+    assert found == [
+        "structinit_hf.train.models",
+        "structinit_hf.train.models.loading",
+        "structinit_hf.train.training.loop",
+    ]
 
 
 def test_the_modules_of_train_import_one_another_without_a_circle():
@@ -54,12 +92,12 @@ def test_the_graph_reader_sees_lazy_and_relative_imports(tmp_path):
     """The checks above are only as good as the reader: a relative import inside a function is an edge."""
     graph = import_graph()
     assert (
-        "structinit_hf.train.loop" in graph["structinit_hf.train.args"]
-        or "structinit_hf.train.settings" in graph["structinit_hf.train.args"]
+        "structinit_hf.train.training.loop" in graph["structinit_hf.train.cli.args"]
+        or "structinit_hf.train.settings" in graph["structinit_hf.train.cli.args"]
     )
-    assert "structinit_hf.train.settings" in graph["structinit_hf.train.loop"]
-    assert "structinit_hf.train.loop" in graph["structinit_hf.train"]  # TYPE_CHECKING imports are read too
-    assert "structinit_hf.train.run_folder" in graph["structinit_hf.train._internal"]
+    assert "structinit_hf.train.settings" in graph["structinit_hf.train.training.loop"]
+    assert "structinit_hf.train.training.loop" in graph["structinit_hf.train"]  # TYPE_CHECKING imports are read too
+    assert "structinit_hf.train.training.run_folder" in graph["structinit_hf.train._internal"]
 
 
 def test_no_package_module_imports_the_study_or_names_its_paths():

@@ -18,11 +18,16 @@ MAY_IMPORT = {
     "benchmark": {"init", "plugin", "train", "benchmark"},
 }
 LAYER_OF = {"init": "init", "models": "plugin", "train": "train", "benchmark": "benchmark"}
+MAX_MODULE_LINES = 450  # the project's guide: a module longer than this is split by what it does
+# train/'s own top level: its faces (the user's API, what compare and the study use beyond it, the settings); every
+# other module sits in a folder named for its role
+TRAIN_TOP = {"__init__.py", "_internal.py", "settings.py"}
+TRAIN_FOLDERS = {"cli", "data", "models", "publish", "training"}
 
 
 def layer(module: str) -> str:
-    """``structinit_hf.train.loop`` -> ``train``; the package and its top-level modules (``structinit_hf.atomic``) are
-    the plugin's."""
+    """``structinit_hf.train.training.loop`` -> ``train``; the package and its top-level modules
+    (``structinit_hf.atomic``) are the plugin's."""
     parts = module.split(".")
     return LAYER_OF.get(parts[1], "plugin") if len(parts) > 1 else "plugin"
 
@@ -59,9 +64,9 @@ def test_the_algorithms_import_neither_timm_nor_transformers():
 
 def test_the_layer_check_sees_a_wrong_import():
     """The check above is not vacuous: a plugin module that imports the application is caught."""
-    probe = ast.parse("def f():\n    from ..train.loop import train\n")
+    probe = ast.parse("def f():\n    from ..train.training.loop import train\n")
     wrong = wrong_imports("structinit_hf.models.probe", imports_in(probe, "structinit_hf.models.probe"))
-    assert wrong == ["line 2: structinit_hf.train.loop (train)"]
+    assert wrong == ["line 2: structinit_hf.train.training.loop (train)"]
 
 
 @pytest.mark.slow  # a fresh Python: what the plugin imports, with nothing imported before it
@@ -116,3 +121,22 @@ def test_the_structure_map_in_the_docs_names_every_module():
     assert listed == modules, (
         f"only in the docs: {sorted(listed - modules)}; only in the code: {sorted(modules - listed)}"
     )
+
+
+@pytest.mark.parametrize("path", MODULE_FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_module_is_under_the_line_limit(path):
+    """Catches a module grown past the guide's limit (``train/data.py`` once reached 595 lines)."""
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines < MAX_MODULE_LINES, f"{path.relative_to(PACKAGE)}: {lines} lines; split it by what it does"
+
+
+def test_train_keeps_only_its_faces_at_the_top_and_the_rest_in_role_folders():
+    """Catches a module of the application added beside its faces instead of in the folder of its role (the command
+    line, training, models, data, publishing), and a role folder without its ``__init__.py``."""
+    train = PACKAGE / "train"
+    top = {path.name for path in train.iterdir() if path.suffix == ".py"}
+    folders = {path.name for path in train.iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert top == TRAIN_TOP
+    assert folders == TRAIN_FOLDERS
+    assert all((train / folder / "__init__.py").is_file() for folder in folders)
+    assert (train / "publish" / "card_templates" / "vit.md.j2").is_file()  # the cards' templates, with their reader

@@ -10,9 +10,10 @@ import timm
 import torch
 from tiny_runs import run, synthetic_args, synthetic_dataset, weights
 
-from structinit_hf.train import memory_plan as memory
-from structinit_hf.train.errors import UsageError
-from structinit_hf.train.memory_plan import (
+from structinit_hf.train.cli.errors import UsageError
+from structinit_hf.train.settings import Recipe
+from structinit_hf.train.training import memory_plan as memory
+from structinit_hf.train.training.memory_plan import (
     HEADROOM,
     fit_micro_batch,
     plan_fits,
@@ -20,7 +21,6 @@ from structinit_hf.train.memory_plan import (
     process_memory_bytes,
     saved_bytes_per_image,
 )
-from structinit_hf.train.settings import Recipe
 
 MB = 2**20
 

@@ -17,10 +17,11 @@ from PIL import Image, ImageOps
 from transformers.image_utils import load_image
 
 from structinit_hf.__main__ import main
-from structinit_hf.train.data import known_label_names, load_image_classification, load_raw_dataset
-from structinit_hf.train.dataloaders import TransformedImages
-from structinit_hf.train.images import open_rgb, rgb_image
-from structinit_hf.train.tensor_data import decode_split
+from structinit_hf.train.data.dataloaders import TransformedImages
+from structinit_hf.train.data.images import open_rgb, rgb_image
+from structinit_hf.train.data.sources import known_label_names, load_raw_dataset
+from structinit_hf.train.data.splits import load_image_classification
+from structinit_hf.train.data.tensor_data import decode_split
 
 ORIENTATION = 0x0112  # the EXIF tag
 TINY = ["--model-kwargs", "depth=1", "img_size=16", "patch_size=4", "embed_dim=48"]

@@ -25,7 +25,7 @@ from structinit_hf.benchmark.plots import (
     plot_nonlocality,
 )
 from structinit_hf.models.timm_wrapper import save_checkpoint
-from structinit_hf.train.export import save_timm_folder
+from structinit_hf.train.models.export import save_timm_folder
 
 TINY = {"img_size": 16, "patch_size": 4}
 

@@ -12,11 +12,11 @@ import pytest
 import torch
 from tiny_runs import TIMINGS, run, run_killed_at, synthetic_args, synthetic_dataset, weights
 
-from structinit_hf.train import stopping
-from structinit_hf.train.dataloaders import EpochShuffleSampler
-from structinit_hf.train.run_folder import LOCK_FILE
-from structinit_hf.train.step import TrainingStep
-from structinit_hf.train.stopping import TrainingStopped, resume_command
+from structinit_hf.train.data.dataloaders import EpochShuffleSampler
+from structinit_hf.train.training import stopping
+from structinit_hf.train.training.run_folder import LOCK_FILE
+from structinit_hf.train.training.step import TrainingStep
+from structinit_hf.train.training.stopping import TrainingStopped, resume_command
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +121,7 @@ def test_a_second_signal_stops_at_once_and_a_signal_before_any_step_saves_nothin
     assert not (out / LOCK_FILE).exists()
 
     monkeypatch.undo()
-    from structinit_hf.train import prepare
+    from structinit_hf.train.training import prepare
 
     real_setup = prepare.setup_run
 
@@ -129,7 +129,7 @@ def test_a_second_signal_stops_at_once_and_a_signal_before_any_step_saves_nothin
         os.kill(os.getpid(), signal.SIGINT)
         return real_setup(settings)
 
-    monkeypatch.setattr("structinit_hf.train.loop.setup_run", signalled_setup)
+    monkeypatch.setattr("structinit_hf.train.training.loop.setup_run", signalled_setup)
     with pytest.raises(TrainingStopped, match="^stopped by SIGINT in epoch 1 at step 0: nothing trained yet, so"):
         run(synthetic_args(dataset, tmp_path / "early", "--epochs", "1"))
     assert not (tmp_path / "early" / "checkpoints").exists()
@@ -178,7 +178,7 @@ def test_compare_stopped_by_a_signal_says_how_to_resume_and_its_rerun_resumes_th
 # SIGNAL_AT-th micro-batch (the other receives nothing)
 SIGNALLING_TRAIN = """
 import os, runpy, signal, sys
-import structinit_hf.train.step as step_module
+import structinit_hf.train.training.step as step_module
 real, calls = step_module.TrainingStep.__call__, []
 def step(self, inputs, targets):
     calls.append(1)

@@ -8,8 +8,8 @@ import pytest
 import torch
 from tiny_runs import run, synthetic_args, synthetic_dataset, weights
 
-from structinit_hf.train.args import settings_from_args, training_parser
-from structinit_hf.train.loop import run_command
+from structinit_hf.train.cli.args import settings_from_args, training_parser
+from structinit_hf.train.training.loop import run_command
 
 
 def speed(argv: list[str]):
@@ -21,7 +21,7 @@ def test_user_errors_end_as_one_line_with_status_2(tmp_path, capsys, script_in_p
     """Catches a misspelt model keyword that surfaces as timm's TypeError (no suggestion), a model checked only
     after the images are read (the corrupt image would be reported instead), a traceback without --debug, and a
     corrupt image found mid-epoch (after metrics or checkpoints were written) instead of before the first step."""
-    from structinit_hf.train.commands import run_script
+    from structinit_hf.train.cli.commands import run_script
 
     dataset = synthetic_dataset(tmp_path / "data", bad_row=3)
     argv = synthetic_args(dataset, tmp_path / "run")
@@ -53,7 +53,7 @@ def test_skip_bad_images_trains_without_them_and_says_how_many(tmp_path, capsys)
 def test_device_defaults_follow_the_device_and_explicit_settings_win(monkeypatch) -> None:
     """Catches GPU defaults leaking onto CPU (results would change), a CUDA run left at fp32 / no workers / eager,
     fp16 not chosen where bf16 is unsupported, and a flag or accelerate config overridden by the defaults."""
-    from structinit_hf.train.prepare import DeviceDefaults, device_defaults
+    from structinit_hf.train.training.prepare import DeviceDefaults, device_defaults
 
     args = speed([])
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)

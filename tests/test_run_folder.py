@@ -26,9 +26,9 @@ from tiny_runs import (
     weights,
 )
 
-from structinit_hf.train.dataloaders import EpochShuffleSampler
-from structinit_hf.train.errors import UsageError
-from structinit_hf.train.run_folder import LOCK_FILE, acquire_run_lock
+from structinit_hf.train.cli.errors import UsageError
+from structinit_hf.train.data.dataloaders import EpochShuffleSampler
+from structinit_hf.train.training.run_folder import LOCK_FILE, acquire_run_lock
 
 pytestmark = pytest.mark.slow  # every test here trains, some in forked or fresh processes
 
@@ -123,7 +123,7 @@ def test_resume_refuses_changed_settings_and_accepts_harmless_ones(tmp_path) -> 
 def test_resume_refuses_a_checkpoint_whose_weights_do_not_fit_the_model(tmp_path, monkeypatch) -> None:
     """Catches a resume after the model code changed (same flags, other parameters) failing inside the optimizer
     load with torch's 'parameter group doesn't match' instead of a message naming the parameters and what to do."""
-    from structinit_hf.train import prepare as run_setup
+    from structinit_hf.train.training import prepare as run_setup
 
     dataset = synthetic_dataset(tmp_path / "data")
     out = tmp_path / "run"
@@ -153,7 +153,7 @@ def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_bloc
     assert not out.exists(), "a refused run left a folder behind"
 
     code = (
-        "from structinit_hf.train.run_folder import acquire_run_lock; import os, signal; "
+        "from structinit_hf.train.training.run_folder import acquire_run_lock; import os, signal; "
         f"acquire_run_lock({str(out)!r}); "
     )
     status, output = run_forked(code + "os.kill(os.getpid(), signal.SIGKILL)", [])

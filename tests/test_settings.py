@@ -9,7 +9,7 @@ import pytest
 from tiny_runs import synthetic_dataset
 
 from structinit_hf.train import Recipe, RunRecord, RunSettings, TrainingSettings, run
-from structinit_hf.train.args import settings_from_args, training_parser
+from structinit_hf.train.cli.args import settings_from_args, training_parser
 
 
 def test_with_flags_changes_only_what_it_names_and_refuses_a_name_that_is_no_flag():

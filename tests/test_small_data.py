@@ -18,8 +18,8 @@ from structinit_hf.benchmark.plots import nonlocality
 from structinit_hf.benchmark.profiles import BenchmarkDataset, Profile, arm_model_kwargs, proxy_lr, with_epochs
 from structinit_hf.benchmark.runs import run_dir_for, run_settings
 from structinit_hf.benchmark.summary import aggregate_runs, render_results_markdown, write_outputs
-from structinit_hf.train.errors import UsageError
 from structinit_hf.train import PushSettings, push_to_hub
+from structinit_hf.train.cli.errors import UsageError
 from study import small_data
 from study import small_data_runs as benchmark_runs
 from study.profiles import PROFILES

@@ -20,9 +20,9 @@ from tiny_runs import REPO, image_folder, run, script_env
 from structinit_hf.__main__ import main
 from structinit_hf.benchmark import compare_inits
 from structinit_hf.benchmark.compare_inits import PROFILE
-from structinit_hf.train.args import settings_from_args, training_parser
-from structinit_hf.train.dataloaders import fit_batch
-from structinit_hf.train.errors import UsageError
+from structinit_hf.train.cli.args import settings_from_args, training_parser
+from structinit_hf.train.cli.errors import UsageError
+from structinit_hf.train.data.dataloaders import fit_batch
 
 CLASSES = ["feathered", "roadcars", "sky_things"]
 TINY = ["--model-kwargs", "depth=1", "img_size=16", "patch_size=4", "embed_dim=48"]

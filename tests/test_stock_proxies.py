@@ -12,7 +12,7 @@ import torch
 from structinit_hf.benchmark.arms import ALL_ARMS, MODEL_ARMS
 from structinit_hf.benchmark.profiles import STOCK_MODELS
 from structinit_hf.benchmark.runs import run_settings
-from structinit_hf.train.models import load_model
+from structinit_hf.train.models.loading import load_model
 from study.profiles import PROFILES
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,13 +18,13 @@ import torch
 from PIL import Image
 from tiny_runs import REPO, TINY_MODEL, run, weights
 
-from structinit_hf.train import prepare as run_setup
-from structinit_hf.train.args import evaluation_parser, training_parser
-from structinit_hf.train.checkpoints import find_checkpoint
-from structinit_hf.train.data import load_image_classification
-from structinit_hf.train.evaluation import run_evaluation
-from structinit_hf.train.export import save_final_model
-from structinit_hf.train.models import load_model
+from structinit_hf.train.cli.args import evaluation_parser, training_parser
+from structinit_hf.train.data.splits import load_image_classification
+from structinit_hf.train.models.evaluation import run_evaluation
+from structinit_hf.train.models.export import save_final_model
+from structinit_hf.train.models.loading import load_model
+from structinit_hf.train.training import prepare as run_setup
+from structinit_hf.train.training.checkpoints import find_checkpoint
 
 METRIC_KEYS = {
     "epoch",

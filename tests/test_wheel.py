@@ -27,9 +27,14 @@ def test_the_wheel_holds_the_package_and_none_of_the_study(tmp_path):
     tops = {name.split("/")[0] for name in names}
     assert tops == {"structinit_hf", next(top for top in tops if top.endswith(".dist-info"))}, sorted(tops)
     assert not [name for name in names if "campaign" in name or "records" in name or name.startswith("study")]
-    for module in ("train/settings.py", "train/loop.py", "benchmark/compare_inits.py", "benchmark/profiles.py"):
+    for module in (
+        "train/settings.py",
+        "train/training/loop.py",
+        "benchmark/compare_inits.py",
+        "benchmark/profiles.py",
+    ):
         assert f"structinit_hf/{module}" in names
-    assert "structinit_hf/train/card_templates/README.md.j2" in names or any(
-        name.startswith("structinit_hf/train/card_templates/") for name in names
+    assert "structinit_hf/train/publish/card_templates/README.md.j2" in names or any(
+        name.startswith("structinit_hf/train/publish/card_templates/") for name in names
     )
     assert any(name.startswith("structinit_hf/samples/cifar10/") and name.endswith(".parquet") for name in names)

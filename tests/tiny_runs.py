@@ -15,7 +15,7 @@ from PIL import Image
 from safetensors.torch import load_file
 
 from structinit_hf.train import run as run_training
-from structinit_hf.train.args import settings_from_args, training_parser
+from structinit_hf.train.cli.args import settings_from_args, training_parser
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_MODEL = [
@@ -80,7 +80,7 @@ KILLING_TRAIN = """
 import os, runpy, shutil, signal, sys, time
 from pathlib import Path
 import accelerate
-import structinit_hf.train.checkpoints, structinit_hf.train.loop
+import structinit_hf.train.training.checkpoints, structinit_hf.train.training.loop
 
 point, calls = os.environ["KILL_AT"], []
 
@@ -109,7 +109,8 @@ def pause(*args, **kwargs):
 if point == "checkpoint-write":  # the model is in the temporary folder, the trainer state not yet
     kill_when(accelerate.Accelerator, "save_state", nth_call(1), after=True)
 elif point.startswith("after-checkpoint-"):  # checkpoint N renamed into place, older ones not yet deleted
-    kill_when(structinit_hf.train.checkpoints, "swap_in_folder", nth_call(int(point.split("-")[-1])), after=True)
+    checkpoints = structinit_hf.train.training.checkpoints
+    kill_when(checkpoints, "swap_in_folder", nth_call(int(point.split("-")[-1])), after=True)
 elif point == "checkpoint-delete":  # an old checkpoint renamed away, not yet removed
     kill_when(shutil, "rmtree", lambda path, *a, **k: ".deleted-" in str(path))
 elif point == "final-swap-in":  # final/ staged, not yet renamed into place
@@ -117,10 +118,10 @@ elif point == "final-swap-in":  # final/ staged, not yet renamed into place
 elif point == "final-swap-aside":  # between the renames: the old final/ moved aside, the new one not yet in
     kill_when(os, "replace", lambda src, dst: Path(src).name == "final", after=True)
 elif point == "pause":  # set up, run folder locked, before the first epoch
-    structinit_hf.train.loop.train_one_epoch = pause
+    structinit_hf.train.training.loop.train_one_epoch = pause
 elif point == "pause-in-step":  # inside the first step until a stop signal is noted, then WAIT_AFTER_SIGNAL seconds
-    import structinit_hf.train.step
-    real_step = structinit_hf.train.step.TrainingStep.__call__
+    import structinit_hf.train.training.step
+    real_step = structinit_hf.train.training.step.TrainingStep.__call__
     def paused_step(self, *args):
         if not calls:
             calls.append(1)
@@ -130,7 +131,7 @@ elif point == "pause-in-step":  # inside the first step until a stop signal is n
                 time.sleep(0.05)
             time.sleep(float(os.environ.get("WAIT_AFTER_SIGNAL", "0")))
         return real_step(self, *args)
-    structinit_hf.train.step.TrainingStep.__call__ = paused_step
+    structinit_hf.train.training.step.TrainingStep.__call__ = paused_step
 sys.argv = [os.environ["TRAIN_SCRIPT"], *sys.argv[1:]]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

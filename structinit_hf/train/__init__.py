@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from .cli.errors import UsageError
 from .settings import (
     DataSettings,
     EvaluationRecord,
@@ -33,12 +33,12 @@ from .settings import (
     Speed,
     TrainingSettings,
 )
-from .stopping import TrainingStopped
+from .training.stopping import TrainingStopped
 
 if TYPE_CHECKING:
-    from .evaluation import evaluate
-    from .hub import PushResult, push_to_hub
-    from .loop import run
+    from .models.evaluation import evaluate
+    from .publish.hub import PushResult, push_to_hub
+    from .training.loop import run
 
 __all__ = [
     "DataSettings",
@@ -60,7 +60,12 @@ __all__ = [
 ]
 
 # the calls and the record whose modules import torch, accelerate or huggingface_hub: loaded on first use (PEP 562)
-_LAZY = {"run": "loop", "evaluate": "evaluation", "push_to_hub": "hub", "PushResult": "hub"}
+_LAZY = {
+    "run": "training.loop",
+    "evaluate": "models.evaluation",
+    "push_to_hub": "publish.hub",
+    "PushResult": "publish.hub",
+}
 
 
 def __getattr__(name: str) -> Any:

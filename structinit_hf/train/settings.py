@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import check_field_types
+from .cli.errors import check_field_types
 
 __all__ = [
     "INPUT_PIPELINES",
@@ -141,7 +141,7 @@ class Recipe(_Flags):
 
 @dataclass(frozen=True)
 class Speed(_Flags):
-    """How fast it runs; None is left to the device (:func:`structinit_hf.train.prepare.device_defaults`)."""
+    """How fast it runs; None is left to the device (:func:`structinit_hf.train.training.prepare.device_defaults`)."""
 
     workers: int | None = None
     mixed_precision: str | None = None

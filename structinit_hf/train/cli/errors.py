@@ -5,7 +5,7 @@ the bad value and what is allowed; missing files and unreadable data are ``OSErr
 ``FloatingPointError``. Everything else (``TypeError``, ``KeyError``, ...) is a bug and keeps its traceback.
 :func:`did_you_mean` suggests the nearest name; :func:`check_kwarg_types` checks keywords read from a command line
 against the annotations of the function that takes them. How a command turns these into its exit status:
-:mod:`structinit_hf.train.commands`.
+:mod:`structinit_hf.train.cli.commands`.
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ from PIL import Image
 from timm.data import create_transform
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
-from .errors import UsageError
+from ..cli.errors import UsageError
+from ..settings import Recipe
 from .images import rgb_image
-from .settings import Recipe
 
 __all__ = [
     "EpochShuffleSampler",

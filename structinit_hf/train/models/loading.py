@@ -25,11 +25,11 @@ from safetensors import SafetensorError, safe_open
 from timm.data import resolve_input_data_config
 from torch import nn
 
-from ..init.options import IMPULSE_KWARGS
-from .data import ensure_hub_reachable
-from .dataloaders import build_transform
-from .errors import UsageError, did_you_mean
-from .model_kwargs import create_timm_model
+from ...init.options import IMPULSE_KWARGS
+from ..cli.errors import UsageError, did_you_mean
+from ..data.dataloaders import build_transform
+from ..data.sources import ensure_hub_reachable
+from .kwargs import create_timm_model
 
 __all__ = [
     "ClassifierLogits",

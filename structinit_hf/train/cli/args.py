@@ -11,7 +11,7 @@ import argparse
 import ast
 from pathlib import Path
 
-from .settings import INPUT_PIPELINES, TrainingSettings, dataset_source
+from ..settings import INPUT_PIPELINES, TrainingSettings, dataset_source
 
 __all__ = [
     "DefaultsHelpFormatter",

@@ -25,8 +25,8 @@ import torch
 from accelerate import Accelerator
 from timm.utils import ModelEmaV3
 
-from ..atomic import delete_folder, swap_in_folder, write_failure
-from .errors import UsageError
+from ...atomic import delete_folder, swap_in_folder, write_failure
+from ..cli.errors import UsageError
 
 __all__ = [
     "CHECKPOINT_PREFIX",

@@ -2,7 +2,7 @@
 the model that :class:`~.settings.EvaluationSettings` name and writes its record; :func:`score` is the scoring loop
 training validates with.
 
-Models come from :mod:`structinit_hf.train.models` (any model source, prepared its own way). Scoring gathers
+Models come from :mod:`structinit_hf.train.models.loading` (any model source, prepared its own way). Scoring gathers
 predictions across processes with ``accelerator.gather_for_metrics``, so the counts are exact on any number
 of processes.
 """
@@ -29,21 +29,22 @@ from accelerate import Accelerator
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..atomic import write_json
-from .data import ImageClassificationData, find_columns, load_image_classification, load_raw_dataset
-from .dataloaders import TransformedImages, eval_dataloader
-from .errors import UsageError
-from .images import rgb_image
-from .model_kwargs import check_model_kwargs
-from .models import (
+from ...atomic import write_json
+from ..cli.errors import UsageError
+from ..data.dataloaders import TransformedImages, eval_dataloader
+from ..data.images import rgb_image
+from ..data.sources import find_columns, load_raw_dataset
+from ..data.splits import ImageClassificationData, load_image_classification
+from ..data.tensor_data import decode_split
+from ..settings import EvaluationRecord, EvaluationSettings
+from .kwargs import check_model_kwargs
+from .loading import (
     check_label_names,
     check_model_source,
     eval_transform,
     load_model,
     num_outputs,
 )
-from .settings import EvaluationRecord, EvaluationSettings
-from .tensor_data import decode_split
 
 __all__ = [
     "EVALUATION_FILE",
@@ -88,7 +89,7 @@ def peak_gpu_memory_mb(device: torch.device) -> float | None:
 
 def library_versions() -> dict[str, str]:
     """The versions a result depends on, recorded in every ``results.json``."""
-    from .. import __version__
+    from ... import __version__
 
     return {
         "python": platform.python_version(),

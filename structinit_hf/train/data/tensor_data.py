@@ -4,7 +4,7 @@ Before the first step each split's images are decoded once (by the DataLoader wo
 cannot be read is named by split, row and file: the run stops there, or, with ``--skip-bad-images``,
 drops the row and says how many it dropped.  When a split's images share one size and fit in memory
 they stay decoded as one ``N x 3 x H x W`` uint8 tensor and are augmented as tensors
-(:mod:`structinit_hf.train.tensor_augment`), so no epoch decodes a JPEG or PNG again; otherwise (or with
+(:mod:`structinit_hf.train.data.tensor_augment`), so no epoch decodes a JPEG or PNG again; otherwise (or with
 ``--input-pipeline pil``) timm's PIL transforms read the split each epoch as before.
 """
 
@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .data import ImageClassificationData, class_counts
+from ..cli.errors import UsageError
+from ..settings import INPUT_PIPELINES
 from .dataloaders import TransformedImages, build_transform, seeded_random_state, split_item
-from .errors import UsageError
 from .images import open_rgb, shrink_to
-from .settings import INPUT_PIPELINES
+from .splits import ImageClassificationData, class_counts
 from .tensor_augment import TensorEvalTransform, TensorTrainTransform, tensor_policy_supported
 
 __all__ = [
@@ -41,7 +41,7 @@ MAX_DECODED_BYTES = 8 * 2**30  # a split larger than this decoded stays on the P
 
 
 class _EncodedRows(Dataset):
-    """Each row's image decoded by :func:`~structinit_hf.train.images.rgb_image` (and shrunk to ``shorter_side``) as
+    """Each row's image decoded by :func:`~.images.rgb_image` (and shrunk to ``shorter_side``) as
     an ``H x W x 3`` uint8 array with its size as stored, or the reason it cannot be read.
 
     An array, not a tensor: a loader worker hands arrays over pickled in its batch, where each tensor would travel
@@ -152,8 +152,8 @@ class DecodedImages(Dataset):
     """Decoded uint8 images and their labels as ``(image tensor, label)`` pairs through a tensor ``transform``.
 
     An item is a row, or ``(row, seed)``: the transform then runs under
-    :func:`~structinit_hf.train.dataloaders.seeded_random_state`, as
-    :class:`~structinit_hf.train.dataloaders.TransformedImages` does.
+    :func:`~structinit_hf.train.data.dataloaders.seeded_random_state`, as
+    :class:`~structinit_hf.train.data.dataloaders.TransformedImages` does.
     """
 
     def __init__(self, pixels: torch.Tensor, labels: torch.Tensor, transform: Callable) -> None:

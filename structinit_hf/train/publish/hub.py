@@ -2,7 +2,7 @@
 
 The repo folder is the run's ``final/`` checkpoint (the :func:`~structinit_hf.models.timm_wrapper.save_checkpoint`
 folder that loads with timm and with transformers), plus the model card (``README.md``, see
-:mod:`structinit_hf.train.cards`), the run's ``results.json`` and, when the run drew one, its picture of the initial
+:mod:`.cards`), the run's ``results.json`` and, when the run drew one, its picture of the initial
 attention maps. It is staged in a temporary folder, so a failed or dry run leaves nothing behind and the run folder is
 only read.
 
@@ -25,11 +25,11 @@ from huggingface_hub import HfApi, get_token
 from huggingface_hub import constants as hf_constants
 from huggingface_hub.errors import HfHubHTTPError
 
-from ..atomic import replace_folder
-from .args import DefaultsHelpFormatter
+from ...atomic import replace_folder
+from ..cli.args import DefaultsHelpFormatter
+from ..cli.errors import UsageError
+from ..settings import PushSettings
 from .cards import build_model_card, count_parameters, read_results
-from .errors import UsageError
-from .settings import PushSettings
 
 __all__ = [
     "ATTENTION_IMAGE",

@@ -18,8 +18,8 @@ import timm
 from timm.models import is_model_in_modules
 from torch import nn
 
-from ..init.apply import apply_structured_init
-from ..init.options import (
+from ...init.apply import apply_structured_init
+from ...init.options import (
     FAMILIES,
     IMPULSE_KWARGS,
     ImpulseOptions,
@@ -27,9 +27,9 @@ from ..init.options import (
     SwinImpulseOptions,
     family_options,
 )
-from ..models.common import StructuredInitMixin
-from ..models.structinit_vit import StructInitVisionTransformer
-from .errors import UsageError, check_kwarg_types, did_you_mean
+from ...models.common import StructuredInitMixin
+from ...models.structinit_vit import StructInitVisionTransformer
+from ..cli.errors import UsageError, check_kwarg_types, did_you_mean
 
 __all__ = ["check_model_kwargs", "create_timm_model", "unknown_keyword"]
 

@@ -4,14 +4,14 @@ Trains an image classifier with Accelerate: the paper's CIFAR recipe on any ``da
 
 :func:`run` reads as accelerate's ``complete_cv_example.py`` does: :func:`setup_run` (device
 defaults, model, data, ``accelerator.prepare``, resume), then per epoch :func:`train_one_epoch`,
-:func:`validate`, :func:`log_epoch` and :func:`~structinit_hf.train.checkpoints.save_training_state`, then
+:func:`validate`, :func:`log_epoch` and :func:`~structinit_hf.train.training.checkpoints.save_training_state`, then
 :func:`finish_run`.  The same code runs on one CPU, several GPUs, several machines or FSDP, whatever
 ``accelerate launch`` sets up.  Each epoch's randomness (shuffle order, each sample's augmentation,
 mixup) is a function of ``(seed, epoch)`` and the learning rate a function of the step, so a run
 resumed from an epoch checkpoint reaches the same weights as an uninterrupted one; one resumed inside an epoch
 skips the batches already trained (accelerate's ``skip_first_batches``) and continues from the random state its
 checkpoint restored, to the same weights too.  Checkpoints inside an epoch and stop signals:
-:mod:`.stopping`.  The run folder is described in :mod:`structinit_hf.train.run_folder`.
+:mod:`.stopping`.  The run folder is described in :mod:`structinit_hf.train.training.run_folder`.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from accelerate import skip_first_batches
 from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 
-from ..atomic import write_json
-from .args import settings_from_args
+from ...atomic import write_json
+from ..cli.args import settings_from_args
+from ..models.evaluation import peak_gpu_memory_mb, results_record, score
+from ..models.export import save_final_model
+from ..settings import RunRecord, TrainingSettings
 from .checkpoints import complete_checkpoints, last_good, save_training_state, writing
-from .evaluation import peak_gpu_memory_mb, results_record, score
-from .export import save_final_model
 from .prepare import Run, setup_run
 from .run_folder import METRICS, append_metrics, result_flags
-from .settings import RunRecord, TrainingSettings
 from .stopping import Checkpointing, TrainingStopped, resume_command
 
 __all__ = [

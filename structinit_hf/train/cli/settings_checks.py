@@ -12,8 +12,8 @@ from typing import Any
 import timm.optim
 from timm.data.auto_augment import augment_and_mix_transform, auto_augment_transform, rand_augment_transform
 
+from ..settings import TrainingSettings
 from .errors import UsageError, did_you_mean
-from .settings import TrainingSettings
 
 __all__ = ["MAX_BATCH", "MAX_SEED", "check_run_args"]
 

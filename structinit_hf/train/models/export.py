@@ -19,9 +19,9 @@ from typing import Any
 from timm.models import save_for_hf
 from torch import nn
 
-from ..atomic import replace_folder, write_json
-from ..models.timm_wrapper import write_checkpoint
-from .models import ClassifierLogits
+from ...atomic import replace_folder, write_json
+from ...models.timm_wrapper import write_checkpoint
+from .loading import ClassifierLogits
 
 __all__ = ["save_final_model", "save_timm_folder"]
 

@@ -20,8 +20,8 @@ from accelerate import PartialState
 from accelerate.utils import gather_object
 from torch import nn
 
-from .errors import UsageError
-from .settings import Recipe
+from ..cli.errors import UsageError
+from ..settings import Recipe
 
 __all__ = [
     "DECODE_OVERHEAD",

@@ -4,17 +4,17 @@ Each script imports the application inside :func:`script_imports` (a package of 
 is one line naming the extra), builds its parser, names the function that does the work, and hands both to
 :func:`run_script`, which adds ``--debug``, parses the command line and runs the function::
 
-    from structinit_hf.train.commands import run_script, script_imports
+    from structinit_hf.train.cli.commands import run_script, script_imports
 
     with script_imports():
-        from structinit_hf.train.args import training_parser
-        from structinit_hf.train.loop import run_command
+        from structinit_hf.train.cli.args import training_parser
+        from structinit_hf.train.training.loop import run_command
 
     if __name__ == "__main__":
         sys.exit(run_script(training_parser(), run_command))
 
 The function takes the parsed ``argparse.Namespace``; it returns ``None`` or an exit status. A user error (any of
-:data:`~structinit_hf.train.errors.USER_ERRORS`) ends as one line; with ``--debug`` it keeps its traceback.
+:data:`~structinit_hf.train.cli.errors.USER_ERRORS`) ends as one line; with ``--debug`` it keeps its traceback.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from importlib.util import find_spec
 
+from ..training.stopping import STOPPED_EXIT_STATUS, TrainingStopped
 from .errors import INTERRUPTED_EXIT_STATUS, USAGE_EXIT_STATUS, USER_ERRORS
-from .stopping import STOPPED_EXIT_STATUS, TrainingStopped
 
 __all__ = ["EXTRAS", "extra_for", "missing_extra_message", "run_script", "script_imports"]
 

@@ -1,6 +1,6 @@
 """timm's training and evaluation transforms, on uint8 image tensors instead of PIL images.
 
-:func:`structinit_hf.train.dataloaders.build_transform` (timm's ``create_transform``) works on PIL images, so every
+:func:`structinit_hf.train.data.dataloaders.build_transform` (timm's ``create_transform``) works on PIL images, so every
 epoch decodes every image again.  The transforms here take a ``3 x H x W`` uint8 tensor decoded once and
 draw their random parameters exactly as timm does (Python's ``random`` for the crop, RandAugment and
 flip, torch's generator for colour jitter and random erasing), so each sample's augmentation follows
@@ -194,7 +194,7 @@ def _crop_params(height: int, width: int, scale: tuple[float, float], ratio: tup
 
 class TensorTrainTransform:
     """timm's training transform for a data config (the arguments of
-    :func:`~structinit_hf.train.dataloaders.build_transform`)."""
+    :func:`~structinit_hf.train.data.dataloaders.build_transform`)."""
 
     def __init__(
         self,

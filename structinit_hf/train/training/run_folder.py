@@ -27,9 +27,9 @@ from accelerate.utils import broadcast_object_list
 from timm.utils import ModelEmaV3
 from torch import nn
 
-from ..atomic import recover_folder, write_text
+from ...atomic import recover_folder, write_text
+from ..cli.errors import UsageError
 from .checkpoints import RunState, complete_checkpoints, find_checkpoint, load_training_state, read_trainer_state
-from .errors import UsageError
 
 __all__ = [
     "LOCK_FILE",
@@ -100,7 +100,7 @@ class ResumePoint:
 
     def check_same_flags(self, flags: dict[str, Any]) -> None:
         """Refuse to resume with result flags other than those the run was started with (``flags`` is the run's whole
-        record, :meth:`~structinit_hf.train.args.TrainingSettings.flags`)."""
+        record, :meth:`~structinit_hf.train.settings.TrainingSettings.flags`)."""
         started = self.trainer_state.get("settings")  # the result flags, under the key older runs wrote
         if self.checkpoint is None or started is None:  # a fresh start, or a checkpoint from before they were recorded
             return
@@ -192,7 +192,7 @@ def _resume_checkpoint(output_dir: Path, resume: str | None) -> Path | None:
     output_dir = Path(output_dir)
     if resume is None and complete_checkpoints(output_dir):
         raise UsageError(
-            f"{output_dir} already holds checkpoints; pass --resume latest (resume=\"latest\") or another "
+            f'{output_dir} already holds checkpoints; pass --resume latest (resume="latest") or another '
             "--output-dir (output_dir)"
         )
     checkpoint = find_checkpoint(output_dir, resume) if resume is not None else None
@@ -234,7 +234,7 @@ def append_metrics(output_dir: Path, record: dict[str, Any]) -> None:
 
 
 def result_flags(flags: dict[str, Any]) -> dict[str, Any]:
-    """Those of the recorded ``flags`` (:meth:`~structinit_hf.train.args.TrainingSettings.flags`) that decide a run's
+    """Those of the recorded ``flags`` (:meth:`~..settings.TrainingSettings.flags`) that decide a run's
     result: what a resumed run must keep (``trainer_state.json``'s ``settings``)."""
     return {key: value for key, value in flags.items() if key not in RESULT_NEUTRAL_FLAGS}
 
@@ -296,7 +296,7 @@ def acquire_run_lock(output_dir: Path) -> RunLock:
             os.close(fd)
             raise UsageError(
                 f"{output_dir} is in use by a live training run, {_holder(path)}; wait for it to finish or stop it "
-                f"(kill <pid>), then rerun with --resume latest (resume=\"latest\"), or pass another --output-dir"
+                f'(kill <pid>), then rerun with --resume latest (resume="latest"), or pass another --output-dir'
             ) from None
         try:
             same_file = os.stat(path).st_ino == os.fstat(fd).st_ino

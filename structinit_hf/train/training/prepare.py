@@ -29,13 +29,15 @@ from timm.utils import ModelEmaV3
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from .checkpoints import RunState
-from .data import ImageClassificationData, dataset_files_digest, known_label_names, load_image_classification
-from .dataloaders import eval_dataloader, fit_batch, train_dataloader
-from .errors import UsageError
-from .memory_plan import DECODE_OVERHEAD, MemoryPlan, plan_memory
-from .model_kwargs import check_model_kwargs
-from .models import (
+from ..cli.errors import UsageError
+from ..cli.settings_checks import check_run_args
+from ..data.dataloaders import eval_dataloader, fit_batch, train_dataloader
+from ..data.image_folders import dataset_files_digest
+from ..data.sources import known_label_names
+from ..data.splits import ImageClassificationData, load_image_classification
+from ..data.tensor_data import training_datasets
+from ..models.kwargs import check_model_kwargs
+from ..models.loading import (
     LoadedModel,
     check_label_names,
     check_model_source,
@@ -43,12 +45,12 @@ from .models import (
     load_model,
     model_data_config,
 )
+from ..settings import ModelSettings, Recipe, Speed, TrainingSettings
+from .checkpoints import RunState
+from .memory_plan import DECODE_OVERHEAD, MemoryPlan, plan_memory
 from .run_folder import ResumePoint, RunLock, default_output_dir, lock_run_folder, open_run_folder, start_run_state
-from .settings import ModelSettings, Recipe, Speed, TrainingSettings
-from .settings_checks import check_run_args
 from .step import TrainingStep
 from .stopping import Checkpointing
-from .tensor_data import training_datasets
 
 __all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "setup_run", "steps_per_epoch", "usable_cpus"]
 

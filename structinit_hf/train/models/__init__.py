@@ -1,0 +1,2 @@
+"""The model a run trains or scores: built and loaded from any source (:mod:`.loading`, its keywords :mod:`.kwargs`),
+scored (:mod:`.evaluation`) and saved for timm and transformers (:mod:`.export`)."""
