@@ -438,7 +438,10 @@ def test_the_readme_which_init_table_quotes_the_committed_reports():
     assert len(paired) >= 12 and [found for found in paired if found not in report] == []
     gpu = json.loads((REPO / "study/records/gpu/cifar10-paper-recipe/results.json").read_text())
     seeds = len(gpu["arms"]["default"]["seeds"])
-    gpu_paired = [f"{gpu['vs_default'][arm]['mean']:+.2f} ± {gpu['vs_default'][arm]['std']:.2f}" for arm in ("mimetic", "impulse3")]
+    gpu_paired = [
+        f"{gpu['vs_default'][arm]['mean']:+.2f} ± {gpu['vs_default'][arm]['std']:.2f}"
+        for arm in ("mimetic", "impulse3")
+    ]
     assert re.findall(figure, gpu_row) == gpu_paired, (gpu_paired, gpu_row)
     assert seeds >= 3 or f"{seeds} seed" in gpu_row, gpu_row  # fewer than 3 seeds says so
     for row in rows:  # the CPU's one-seed trends: each gain as the campaign report printed it
@@ -476,7 +479,9 @@ def test_convergence_times_the_catch_up_within_the_longest_schedule(tmp_path, mo
     }
     assert toy["12"]["vs"]["default"]["impulse3"]["per_seed"] == {0: 8.0, 1: 9.0}
     text = "\n".join(convergence.convergence_markdown({"toy": toy}))
-    assert "seed 0: 30.0 -> epoch 5" in text and "+8.50 ± 0.71: ahead (spread 1.00, 2 seeds, below the bar of 3)" in text
+    assert (
+        "seed 0: 30.0 -> epoch 5" in text and "+8.50 ± 0.71: ahead (spread 1.00, 2 seeds, below the bar of 3)" in text
+    )
     monkeypatch.setattr(convergence, "CONVERGENCE_SOURCES", {"toy": {6: ("L4/seed*/results.json",)}})
     with pytest.raises(ValueError, match="4 epochs, listed under 6"):
         convergence.build_convergence(tmp_path)

@@ -40,7 +40,11 @@ CONVERGENCE_SOURCES: dict[str, dict[int, tuple[str, ...]]] = {
 }
 
 MARKS = (10, 50)
-COLORS = {"default": "C0", "mimetic": "C1", "impulse3": "C2"}  # one color per init in every panel  # catch-up: the epochs of `shift`'s score that timm's default is timed to reach
+COLORS = {
+    "default": "C0",
+    "mimetic": "C1",
+    "impulse3": "C2",
+}  # one color per init in every panel  # catch-up: the epochs of `shift`'s score that timm's default is timed to reach
 
 
 def _curves(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[int, list[float]]]:
@@ -89,7 +93,8 @@ def build_convergence(root: Path | str = ".") -> dict[str, Any]:
         if longest is not None:
             per_length[str(longest)]["catch_up"] = _catch_up(curves[longest], longest)
             per_length[str(longest)]["curves"] = {
-                name: {str(seed): curve for seed, curve in per_seed.items()} for name, per_seed in curves[longest].items()
+                name: {str(seed): curve for seed, curve in per_seed.items()}
+                for name, per_seed in curves[longest].items()
             }
         out[dataset] = per_length
     return out
@@ -115,7 +120,9 @@ def _catch_up_lines(catch_up: Mapping[str, Any], epochs: int) -> list[str]:
             + (f"epoch {v['default_epoch']}" if v["default_epoch"] else f"not within {epochs}")
             for seed, v in per_seed.items()
         ]
-        lines.append(f"- `shift`'s validation top-1 after {mark} epochs, reached by timm's default at: {'; '.join(cells)}")
+        lines.append(
+            f"- `shift`'s validation top-1 after {mark} epochs, reached by timm's default at: {'; '.join(cells)}"
+        )
     return lines
 
 
@@ -135,8 +142,8 @@ def convergence_markdown(convergence: Mapping[str, Any]) -> list[str]:
     for dataset, lengths in convergence.items():
         out += [f"### {dataset}", ""]
         out += [
-            "| epochs | seeds | timm's default | mimetic | `shift` | `shift` minus timm's default | mimetic minus timm's "
-            "default | `shift` minus mimetic |",
+            "| epochs | seeds | timm's default | mimetic | `shift` | `shift` minus timm's default "
+            "| mimetic minus timm's default | `shift` minus mimetic |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for epochs, setting in lengths.items():
@@ -145,7 +152,8 @@ def convergence_markdown(convergence: Mapping[str, Any]) -> list[str]:
                 out.append(f"| {epochs} | 0 | not run yet | | | | | |")
                 continue
             top1 = [
-                f"{arms[n]['mean']:.2f} ± {arms[n]['std']:.2f}" if n in arms and arms[n]["n"] > 1
+                f"{arms[n]['mean']:.2f} ± {arms[n]['std']:.2f}"
+                if n in arms and arms[n]["n"] > 1
                 else (f"{arms[n]['mean']:.2f} (1 seed)" if n in arms else "–")
                 for n in SIZE_ARMS
             ]
@@ -178,9 +186,7 @@ def plot_convergence(convergence: Mapping[str, Any], path: Path) -> Path:
         gain_ax, curve_ax = axes[0][column], axes[1][column]
         lengths = convergence[dataset]
         for name in ("impulse3", "mimetic"):
-            points = [
-                (int(e), c) for e, s in lengths.items() if (c := s.get("vs", {}).get("default", {}).get(name))
-            ]
+            points = [(int(e), c) for e, s in lengths.items() if (c := s.get("vs", {}).get("default", {}).get(name))]
             if points:
                 xs = [e for e, _ in points]
                 gain_ax.plot(xs, [c["mean"] for _, c in points], marker="o", color=COLORS[name], label=arm_label(name))
@@ -203,7 +209,9 @@ def plot_convergence(convergence: Mapping[str, Any], path: Path) -> Path:
                 if per_seed:
                     n = min(len(c) for c in per_seed)
                     mean = [sum(c[i] for c in per_seed) / len(per_seed) for i in range(n)]
-                    curve_ax.plot(range(1, n + 1), mean, color=COLORS[name], label=f"{arm_label(name)} ({len(per_seed)} seed(s))")
+                    curve_ax.plot(
+                        range(1, n + 1), mean, color=COLORS[name], label=f"{arm_label(name)} ({len(per_seed)} seed(s))"
+                    )
             curve_ax.set_title(f"{dataset}: validation top-1 over the longest schedule")
             curve_ax.set_xlabel("epoch")
             curve_ax.set_ylabel("validation top-1 (%)")
