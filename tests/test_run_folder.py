@@ -163,6 +163,31 @@ def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_bloc
     assert record["epochs"] == 1 and dead != os.getpid() and not (out / LOCK_FILE).exists()
 
 
+def test_a_killed_runs_forked_children_do_not_keep_its_folder_locked(tmp_path) -> None:
+    """Catches the lock inherited by a run's forked children (its loader workers): after a kill -9 of the run, a
+    worker still alive held the flock and the resume was refused as "in use by a live training run"."""
+    out, ready = tmp_path / "run", tmp_path / "worker"
+    run_pid = os.fork()
+    if run_pid == 0:  # the run: take the lock, fork a worker that outlives it, die by SIGKILL
+        try:
+            acquire_run_lock(out)
+            worker = os.fork()
+            if worker == 0:
+                time.sleep(60)
+                os._exit(0)
+            ready.write_text(str(worker))
+        finally:
+            os.kill(os.getpid(), signal.SIGKILL)
+    _, status = os.waitpid(run_pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    worker = int(ready.read_text())
+    try:
+        os.kill(worker, 0)  # the worker is alive, holding whatever it inherited
+        acquire_run_lock(out).release()  # raises "in use by a live training run" while the worker holds the flock
+    finally:
+        os.kill(worker, signal.SIGKILL)
+
+
 def _wait_for_lock_release(path: Path, timeout: float = 60.0) -> None:
     """Wait until the kernel has dropped a SIGKILLed holder's flock on ``path``.
 

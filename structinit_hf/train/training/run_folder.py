@@ -50,6 +50,24 @@ __all__ = [
 LOCK_FILE = "run.lock"
 
 
+# The run.lock descriptors this process holds. A forked child (a loader worker) inherits them, and with them the flock:
+# a run killed with SIGKILL would keep its folder locked until its orphaned workers noticed, seconds later. Each child
+# closes its copies at once, so the lock lives exactly as long as the run's own process.
+_HELD_LOCKS: set[int] = set()
+
+
+def _close_inherited_locks() -> None:
+    for fd in _HELD_LOCKS:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD_LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_close_inherited_locks)
+
+
 METRICS = "metrics.jsonl"
 
 
@@ -261,6 +279,7 @@ class RunLock:
         try:
             self.path.unlink(missing_ok=True)  # while still locked: no other run holds this file yet
         finally:
+            _HELD_LOCKS.discard(self.fd)
             os.close(self.fd)  # closing drops the flock
             self.fd = None
         if self.created_folder:
@@ -313,4 +332,5 @@ def acquire_run_lock(output_dir: Path) -> RunLock:
     }
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+    _HELD_LOCKS.add(fd)
     return RunLock(path, fd, created)
