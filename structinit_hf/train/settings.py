@@ -213,22 +213,26 @@ class TrainingSettings:
         return json.loads(json.dumps({**flat, **resolved}, default=str))
 
 
-@dataclass(frozen=True)
-class RunRecord:
-    """What a finished training run returns: its folder and its ``results.json`` record (flags, init, scores)."""
+class _Scores:
+    """Top-1 and top-5 (percent) on the scored split, read from a record's ``results``."""
 
-    output_dir: Path
     results: dict[str, Any]
 
     @property
     def top1(self) -> float:
-        """Top-1 (percent) on the evaluation split."""
         return self.results["top1"]
 
     @property
     def top5(self) -> float:
-        """Top-5 (percent) on the evaluation split."""
         return self.results["top5"]
+
+
+@dataclass(frozen=True)
+class RunRecord(_Scores):
+    """What a finished training run returns: its folder and its ``results.json`` record (flags, init, scores)."""
+
+    output_dir: Path
+    results: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -264,21 +268,11 @@ class EvaluationSettings(_Flags):
 
 
 @dataclass(frozen=True)
-class EvaluationRecord:
+class EvaluationRecord(_Scores):
     """What :func:`structinit_hf.train.evaluate` returns: where its record went and the record (scores, flags)."""
 
     output: Path
     results: dict[str, Any]
-
-    @property
-    def top1(self) -> float:
-        """Top-1 (percent) on the scored split."""
-        return self.results["top1"]
-
-    @property
-    def top5(self) -> float:
-        """Top-5 (percent) on the scored split."""
-        return self.results["top5"]
 
     @property
     def num_samples(self) -> int:
