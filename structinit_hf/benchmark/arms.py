@@ -287,21 +287,16 @@ MODEL_ARMS: dict[str, Arm] = {
     for arm in (
         Arm("model-default", "the model as timm builds it", "", label="timm's default", family="model"),
         Arm("model-mimetic", "mimetic", "", {"attention_init": "mimetic"}, label="mimetic", family="model"),
-        Arm(
-            "model-impulse3",
-            "impulse 3x3",
-            "",
-            {"attention_init": "impulse", "kernel_size": 3},
-            label="impulse 3x3",
-            family="model",
-        ),
-        Arm(
-            "model-impulse5",
-            "impulse 5x5",
-            "",
-            {"attention_init": "impulse", "kernel_size": 5},
-            label="impulse 5x5",
-            family="model",
+        *(
+            Arm(
+                f"model-impulse{k}",
+                f"impulse {k}x{k}",
+                "",
+                {"attention_init": "impulse", "kernel_size": k},
+                label=f"impulse {k}x{k}",
+                family="model",
+            )
+            for k in (3, 5)
         ),
     )
 }
