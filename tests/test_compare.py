@@ -117,13 +117,37 @@ def test_the_same_compare_prints_the_same_table_whatever_the_machines_thread_cou
     assert printed[0] == printed[1]
     record = json.loads((tmp_path / "a" / "results.json").read_text())
     assert record["numerics"]["torch_threads"] == compare_inits.THREADS == 2
+    precision = "bf16 autocast" if CompareSettings().resolved_precision() == "bf16" else "fp32"
+    assert record["recipe"]["mixed_precision"] == ("bf16" if precision != "fp32" else "no")
     assert (
-        f"(torch {torch.__version__}, 2 torch threads, {torch.backends.cpu.get_cpu_capability()} CPU kernels"
-        in (printed[0])
+        f"(torch {torch.__version__}, {precision}, 2 torch threads, {torch.backends.cpu.get_cpu_capability()} CPU "
+        "kernels" in printed[0]
     )
     # the log's count of the data and the table's agree
     assert "cifar10-sample: 2,560 training rows, 96 used (--max-train-samples), 1,000 test rows scored" in printed[0]
     assert "96 training images, 1 epoch, seed 0; top-1 on the 1,000 images of test" in printed[0]
+
+
+def test_compare_trains_in_bf16_where_the_device_computes_it_natively(monkeypatch, capsys):
+    """Catches --mixed-precision auto left at fp32 on a CPU with AVX512-BF16 or AMX (the step is 2.4x slower there:
+    docs/benchmarks.md, "The CPU step"), bf16 forced onto a CPU without them, an explicit choice overridden, and a
+    precision the runs cannot take let through."""
+    from structinit_hf.benchmark import compare_settings
+
+    for native, resolved in ((True, "bf16"), (False, "no")):
+        monkeypatch.setattr(compare_settings, "native_bf16", lambda device, native=native: native)
+        assert CompareSettings().resolved_precision() == resolved
+        assert compare_inits._profile(CompareSettings()).recipe["mixed_precision"] == resolved
+        for explicit in ("no", "bf16"):
+            assert CompareSettings(mixed_precision=explicit).resolved_precision() == explicit
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        main(["compare", "--mixed-precision", "fp16"])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert "--mixed-precision: invalid choice: 'fp16'" in error and "'auto', 'bf16', 'no'" in error
+    with pytest.raises(ValueError, match="--mixed-precision fp16: not one of auto, bf16, no"):
+        compare_inits.compare(CompareSettings(mixed_precision="fp16"))
 
 
 def test_the_readme_shows_the_committed_compare_output():

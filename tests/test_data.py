@@ -428,3 +428,28 @@ def test_images_of_one_pixel_train_on_every_input_pipeline(pipeline, tmp_path) -
          "--batch-size", "6", "--val-split", "0.25", "--warmup-epochs", "0", "--output-dir", str(tmp_path / "run")]
     )  # fmt: skip
     assert results["epochs"] == 2 and results["train_images"] == 18 and results["args"]["input_pipeline"] == pipeline
+
+
+def test_a_batch_is_fetched_with_one_save_and_restore_of_the_generators_and_the_same_samples(monkeypatch):
+    """Catches a loader that saves and restores the global generators around every sample (a quarter of the CPU
+    proxy's input pipeline: docs/benchmarks.md, "The CPU step"), a batch whose samples differ from the same rows
+    fetched one by one (a resumed run would see other augmentations), and generators left changed by a batch."""
+    from torch.utils.data import DataLoader
+
+    from structinit_hf.train.data import dataloaders
+
+    pixels = torch.randint(0, 256, (6, 3, 20, 20), dtype=torch.uint8)
+    images = DecodedImages(pixels, torch.arange(6), TensorTrainTransform(CIFAR_CONFIG, scale=(0.3, 1.0)))
+    items = [(row, 100 + row) for row in (4, 1, 3)]
+    one_by_one = [images[item] for item in items]
+    saves = []
+    real = dataloaders.preserved_random_state
+    monkeypatch.setattr(dataloaders, "preserved_random_state", lambda: saves.append(1) or real())
+    loader = iter(DataLoader(images, batch_size=3, sampler=items))  # (a loader draws its own seed when it starts)
+    before = (random.getstate(), torch.get_rng_state())
+    batch = next(loader)
+    assert len(saves) == 1
+    assert random.getstate() == before[0] and torch.equal(torch.get_rng_state(), before[1])
+    assert torch.equal(batch[0], torch.stack([image for image, _ in one_by_one]))
+    assert batch[1].tolist() == [4, 1, 3]
+    assert not torch.equal(one_by_one[0][0], images[(4, 101)][0])  # the seed is what draws the augmentation

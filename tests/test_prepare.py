@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -80,6 +81,30 @@ def test_device_defaults_follow_the_device_and_explicit_settings_win(monkeypatch
     assert device_defaults(speed(["--mixed-precision", "bf16"]), cpu, env={}).mixed_precision == "bf16"
 
 
+def test_bf16_on_a_cpu_trains_through_timms_unfused_attention() -> None:
+    """Catches a CPU bf16 run left on torch's fused attention kernel, whose backward is about 5x slower in bf16 than in
+    fp32 on a CPU (docs/benchmarks.md, "The CPU step"), and the unfused path leaking into fp32 or CUDA runs."""
+    import timm
+
+    from structinit_hf.train.training.prepare import device_defaults, native_bf16, unfuse_attention
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert not device_defaults(speed(["--mixed-precision", "bf16"]), cpu, env={}).fused_attention
+    assert device_defaults(speed([]), cpu, env={}).fused_attention
+    assert device_defaults(speed(["--mixed-precision", "bf16"]), cuda, env={}).fused_attention
+    model = timm.create_model("vit_tiny_patch16_224", img_size=16, patch_size=4, depth=2, embed_dim=24, num_heads=2)
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        fused = model(images)
+        assert unfuse_attention(model) == 2 and not any(block.attn.fused_attn for block in model.blocks)
+        torch.testing.assert_close(model(images), fused)  # the same function, computed another way
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():  # Linux: the probe agrees with what the CPU says of itself
+        flags = next(line for line in cpuinfo.read_text().splitlines() if line.startswith("flags")).split()
+        assert native_bf16(cpu) == bool({"avx512_bf16", "amx_tile"} & set(flags))
+    assert not native_bf16(torch.device("meta"))
+
+
 @pytest.mark.slow
 def test_a_failing_compile_warns_once_and_trains_eagerly(tmp_path, monkeypatch, capsys) -> None:
     """Catches a compiler failure that kills the run, warns more than once, or leaves a half step behind (the
@@ -104,3 +129,12 @@ def test_a_failing_compile_warns_once_and_trains_eagerly(tmp_path, monkeypatch, 
     eager, fallback = weights(tmp_path / "eager" / "final"), weights(tmp_path / "fallback" / "final")
     for name in eager:
         assert torch.equal(eager[name], fallback[name]), name
+
+
+def test_runs_of_other_precisions_follow_each_other_in_one_process(tmp_path) -> None:
+    """Catches accelerate's per-process state refusing the second run ("AcceleratorState has already been
+    initialized"): a notebook's fp32 ``train`` then a ``compare`` in bf16 (its default on a CPU with native bf16)."""
+    dataset = synthetic_dataset(tmp_path / "data")
+    for index, precision in enumerate(("no", "bf16", "no")):
+        argv = synthetic_args(dataset, tmp_path / f"run{index}", "--epochs", "1", "--mixed-precision", precision)
+        assert run(argv)["args"]["mixed_precision"] == precision

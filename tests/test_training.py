@@ -37,6 +37,9 @@ METRIC_KEYS = {
     "images_seen",
     "wall_time_s",
     "val_images_per_sec",
+    "train_s",
+    "data_wait_s",
+    "val_s",
     "peak_gpu_memory_mb",
 }
 RESULT_KEYS = {
@@ -69,6 +72,7 @@ def test_one_epoch_writes_every_output_and_each_loads(cifar10_sample, tmp_path) 
     assert len(lines) == 1 and set(lines[0]) == METRIC_KEYS
     assert lines[0]["epoch"] == 1 and lines[0]["step"] == 3 and lines[0]["images_seen"] == 48
     assert lines[0]["val_images_per_sec"] > 0 and lines[0]["peak_gpu_memory_mb"] is None  # no GPU on CPU
+    assert 0 < lines[0]["data_wait_s"] < lines[0]["train_s"] and lines[0]["val_s"] > 0  # where the epoch went
     assert list(out.rglob("events.out.tfevents*")), "tensorboard logs missing"
     checkpoint = out / "checkpoints" / "epoch_0001"
     assert {"model.safetensors", "optimizer.bin", "trainer_state.json"} <= {p.name for p in checkpoint.iterdir()}

@@ -48,7 +48,7 @@ from ..train._internal import (
     stratified_split,
 )
 from .arms import ALL_ARMS, FAMILY_ARMS, arm_label, select_arms
-from .compare_settings import FAMILIES, PROFILE, RECIPE_FLAGS, THREADS, CompareResult, CompareSettings
+from .compare_settings import FAMILIES, PRECISIONS, PROFILE, RECIPE_FLAGS, THREADS, CompareResult, CompareSettings
 from .model_arms import DEFAULT_MODEL_ARMS, model_inits, model_profile
 from .profiles import WIDE_HEAD_DIM, BenchmarkDataset, Profile, proxy_lr
 from .runs import RUN_LOG, RUN_RESULTS, changed_flags, run_settings
@@ -131,6 +131,14 @@ def compare_parser() -> argparse.ArgumentParser:
         "same count (and CPU kind); more threads than cores is slower, not wrong",
     )
     parser.add_argument(
+        "--mixed-precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="autocast of every run: auto is bf16 where the device computes it natively (a CUDA GPU that supports it; "
+        "a CPU with AVX512-BF16 or AMX, where it trains through timm's unfused attention, 2.4x fp32's step), fp32 "
+        "elsewhere; the table says which it ran",
+    )
+    parser.add_argument(
         "--skip-bad-images", action="store_true", help="drop unreadable images (counted in each run's log)"
     )
     parser.add_argument("--output-dir", type=Path, default=None, help="default: runs/compare-<dataset>-<time>")
@@ -172,6 +180,8 @@ def _check(settings: CompareSettings) -> CompareSettings:
         raise UsageError(f"--seeds {bad[0]}: out of range; allowed: integers >= 0")
     if settings.threads < 1:
         raise UsageError(f"--threads {settings.threads}: out of range; allowed: an integer >= 1")
+    if settings.mixed_precision not in PRECISIONS:
+        raise UsageError(f"--mixed-precision {settings.mixed_precision}: not one of {', '.join(PRECISIONS)}")
     if settings.lr is not None and not 0 < settings.lr < 1:
         raise UsageError(f"--lr {settings.lr:g}: out of range; allowed: a number between 0 and 1")
     if settings.output_dir is not None and settings.output_dir.is_dir():
@@ -201,7 +211,8 @@ def _profile(settings: CompareSettings) -> Profile:
     curves are measured on all its images; one with a training split only (an image folder) holds out 10% of it."""
     base = model_profile(settings.model) if settings.model is not None else FAMILIES[settings.family][0]
     local = Path(settings.dataset).expanduser().exists()
-    recipe = {**base.recipe, **{flag: getattr(settings, flag) for flag in RECIPE_FLAGS}, "lr": _lr(settings)}
+    recipe = {**base.recipe, **{flag: getattr(settings, flag) for flag in RECIPE_FLAGS}, "lr": settings.resolved_lr()}
+    recipe["mixed_precision"] = settings.resolved_precision()
     with _quiet_datasets():  # its "Generating train split: N examples" counts rows, not what trains: _data_line does
         splits = load_raw_dataset(settings.dataset)
     recipe["val_split"] = 0.0 if any(name in splits for name in ("test", *VALIDATION_SPLITS)) else 0.1
@@ -272,8 +283,11 @@ def render_table(record: dict[str, Any]) -> str:
         f"{record['num_eval_images']:,} images of {record['split']}",
     ]
     if record.get("numerics"):  # what the numbers depend on besides the data, the flags and the seeds
-        conditions = f"torch {record['versions']['torch']}, {numerics_line(record['numerics'])}"
-        lines.append(f"({conditions}: other versions, threads or CPU kernels give other numbers)")
+        precision = {"no": "fp32"}.get(
+            record["recipe"]["mixed_precision"], f"{record['recipe']['mixed_precision']} autocast"
+        )
+        conditions = f"torch {record['versions']['torch']}, {precision}, {numerics_line(record['numerics'])}"
+        lines.append(f"({conditions}: other versions, precisions, threads or CPU kernels give other numbers)")
     lines += ["", "| init | top-1 | per seed | minus timm's default (paired) | verdict |", "|---|---|---|---|---|"]
     for arm, scores in record["top1"].items():
         values = list(scores.values())
@@ -283,20 +297,6 @@ def render_table(record: dict[str, Any]) -> str:
     refused = record.get("refused") or {}
     notes = [f"{arm_label(arm)}: not compared, the model refuses it: {why}" for arm, why in refused.items()]
     return "\n".join([*lines, *([""] + notes if notes else [])]) + "\n"
-
-
-def _lr(settings: CompareSettings) -> float:
-    """``--lr``, else the proxy recipe's rate for the head dimension the arms are built with."""
-    if settings.lr is not None:
-        return settings.lr
-    if settings.family != "vit":  # the family's proxy rate (its heads are 16 wide)
-        return FAMILIES[settings.family][0].recipe["lr"]
-    architecture = {**PROFILE.architecture, **settings.model_kwargs}
-    try:
-        head_dim = int(architecture["embed_dim"]) // int(architecture["num_heads"])
-    except (TypeError, ValueError, ZeroDivisionError):  # the model's own check names the bad value
-        head_dim = 0
-    return proxy_lr(head_dim)
 
 
 def compare_command(args: argparse.Namespace) -> CompareResult:
@@ -313,7 +313,7 @@ def compare(settings: CompareSettings) -> CompareResult:
         inits = model_inits(settings.model, settings.model_kwargs, arms, settings.seeds[0])
         arms, refused = inits.arms, inits.refused
         settings = replace(settings, lr=settings.lr or proxy_lr(inits.head_dim))
-    settings = replace(settings, lr=_lr(settings))
+    settings = replace(settings, lr=settings.resolved_lr())
     profile = _profile(settings)
     name = _dataset_name(settings.dataset)
     out_dir = settings.output_dir or Path("runs") / f"compare-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -429,7 +429,7 @@ def _command(settings: CompareSettings, out_dir: Path) -> str:
     """The ``compare`` command line that reruns this comparison (every flag spelled out, the learning rate too)."""
     words = ["structinit-hf", "compare"]
     values = {item.name: getattr(settings, item.name) for item in fields(settings)}
-    for name, value in {**values, "lr": _lr(settings), "output_dir": out_dir}.items():
+    for name, value in {**values, "lr": settings.resolved_lr(), "output_dir": out_dir}.items():
         if value is None or (name == "family" and settings.model is not None):  # not given, or --model's own
             continue
         if isinstance(value, bool):  # a switch: spelled when on

@@ -17,10 +17,21 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..train._internal import check_field_types, dataset_source, flag_of
-from .profiles import PROFILES
+from accelerate import PartialState
 
-__all__ = ["DEFAULT_ARMS", "FAMILIES", "PROFILE", "RECIPE_FLAGS", "THREADS", "CompareResult", "CompareSettings"]
+from ..train._internal import check_field_types, dataset_source, flag_of, native_bf16
+from .profiles import PROFILES, proxy_lr
+
+__all__ = [
+    "DEFAULT_ARMS",
+    "FAMILIES",
+    "PRECISIONS",
+    "PROFILE",
+    "RECIPE_FLAGS",
+    "THREADS",
+    "CompareResult",
+    "CompareSettings",
+]
 
 PROFILE = PROFILES["cpu-proxy-n2500"]  # the defaults: the CPU proxy at 2,500 training images
 
@@ -37,6 +48,11 @@ FAMILIES = {
 
 
 THREADS = 2  # torch threads by default, whatever the machine: the README's table was measured on 2 cores
+
+
+# --mixed-precision: auto is bf16 autocast where the device computes bf16 natively (a CUDA GPU that supports it, a CPU
+# with AVX512-BF16 or AMX: 2.4x the fp32 step on the CPU proxy, docs/benchmarks.md, "The CPU step"), fp32 elsewhere
+PRECISIONS = ("auto", "bf16", "no")
 
 
 # what a user may set of each run's recipe
@@ -63,6 +79,7 @@ class CompareSettings:
     cutmix: float = 0.0
     model_kwargs: dict[str, Any] = field(default_factory=dict)
     threads: int = THREADS
+    mixed_precision: str = "auto"
     skip_bad_images: bool = False
     output_dir: Path | None = None
 
@@ -75,6 +92,25 @@ class CompareSettings:
         object.__setattr__(self, "dataset", dataset_source(self.dataset))  # the folder of an embedded sample
         if self.output_dir is not None:
             object.__setattr__(self, "output_dir", Path(self.output_dir))
+
+    def resolved_lr(self) -> float:
+        """``lr``, else the proxy recipe's rate for the head dimension the arms are built with."""
+        if self.lr is not None:
+            return self.lr
+        if self.family != "vit":  # the family's proxy rate (its heads are 16 wide)
+            return FAMILIES[self.family][0].recipe["lr"]
+        architecture = {**PROFILE.architecture, **self.model_kwargs}
+        try:
+            head_dim = int(architecture["embed_dim"]) // int(architecture["num_heads"])
+        except (TypeError, ValueError, ZeroDivisionError):  # the model's own check names the bad value
+            head_dim = 0
+        return proxy_lr(head_dim)
+
+    def resolved_precision(self) -> str:
+        """``mixed_precision`` as the runs train it: auto resolved on the device accelerate trains on."""
+        if self.mixed_precision != "auto":
+            return self.mixed_precision
+        return "bf16" if native_bf16(PartialState().device) else "no"
 
 
 @dataclass(frozen=True)

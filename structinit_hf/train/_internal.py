@@ -22,13 +22,13 @@ if TYPE_CHECKING:
     from .data.sources import find_columns, load_raw_dataset
     from .data.splits import VALIDATION_SPLITS, load_image_classification, stratified_split
     from .data.tensor_data import training_datasets
-    from .models.evaluation import library_versions, load_images
+    from .models.evaluation import library_versions, load_images, numerics
     from .models.loading import load_model, model_data_config
     from .publish.hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
     from .settings import SAMPLE_DATASETS, dataset_source, flag_of
     from .training.checkpoints import find_checkpoint, read_trainer_state
     from .training.memory_plan import STEP_OVERHEAD, saved_bytes_per_image
-    from .training.prepare import device_defaults, setup_run, usable_cpus
+    from .training.prepare import device_defaults, native_bf16, setup_run, unfuse_attention, usable_cpus
     from .training.run_folder import LOCK_FILE, acquire_run_lock, result_flags
 
 # name -> the module of train/ that defines it
@@ -49,6 +49,7 @@ _HOMES = {
     "training_datasets": "data.tensor_data",
     "library_versions": "models.evaluation",
     "load_images": "models.evaluation",
+    "numerics": "models.evaluation",
     "load_model": "models.loading",
     "model_data_config": "models.loading",
     "ATTENTION_IMAGE": "publish.hub",
@@ -62,7 +63,9 @@ _HOMES = {
     "STEP_OVERHEAD": "training.memory_plan",
     "saved_bytes_per_image": "training.memory_plan",
     "device_defaults": "training.prepare",
+    "native_bf16": "training.prepare",
     "setup_run": "training.prepare",
+    "unfuse_attention": "training.prepare",
     "usable_cpus": "training.prepare",
     "LOCK_FILE": "training.run_folder",
     "acquire_run_lock": "training.run_folder",
@@ -92,6 +95,8 @@ __all__ = [
     "load_model",
     "load_raw_dataset",
     "model_data_config",
+    "native_bf16",
+    "numerics",
     "read_trainer_state",
     "result_flags",
     "rgb_image",
@@ -103,6 +108,7 @@ __all__ = [
     "stratified_split",
     "train_dataloader",
     "training_datasets",
+    "unfuse_attention",
     "usable_cpus",
 ]
 

@@ -26,31 +26,33 @@ from .images import rgb_image
 
 __all__ = [
     "EpochShuffleSampler",
+    "SeededSamples",
     "TransformedImages",
     "build_transform",
     "eval_dataloader",
     "fit_batch",
+    "preserved_random_state",
+    "seed_generators",
     "seeded_random_state",
     "split_item",
     "train_dataloader",
 ]
 
 
-@contextmanager
-def seeded_random_state(seed: int) -> Iterator[None]:
-    """Seed Python's, NumPy's and torch's (CPU) global generators with ``seed``; restore them afterwards.
-
-    Each training sample is augmented under its own seed (drawn by :class:`EpochShuffleSampler`), so its
-    augmentation depends on ``(seed, epoch, position)`` only: not on the number of DataLoader workers,
-    nor on whether they persist across epochs, and a resumed run replays it exactly.  In a DataLoader
-    worker nothing else draws from these generators, so nothing is restored there.
-    """
-    restore = get_worker_info() is None
-    if restore:
-        python_state, numpy_state, torch_state = random.getstate(), np.random.get_state(), torch.get_rng_state()
+def seed_generators(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's (CPU) global generators with ``seed``."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.default_generator.manual_seed(seed)  # the CPU generator only: torch.manual_seed costs ~1 ms (CUDA)
+
+
+@contextmanager
+def preserved_random_state() -> Iterator[None]:
+    """Python's, NumPy's and torch's (CPU) global generators as they were, afterwards. In a DataLoader worker nothing
+    else draws from them, so nothing is saved there."""
+    restore = get_worker_info() is None
+    if restore:
+        python_state, numpy_state, torch_state = random.getstate(), np.random.get_state(), torch.get_rng_state()
     try:
         yield
     finally:
@@ -60,16 +62,50 @@ def seeded_random_state(seed: int) -> Iterator[None]:
             torch.set_rng_state(torch_state)
 
 
+@contextmanager
+def seeded_random_state(seed: int) -> Iterator[None]:
+    """The global generators seeded with ``seed`` inside, restored afterwards (:func:`seed_generators` under
+    :func:`preserved_random_state`)."""
+    with preserved_random_state():
+        seed_generators(seed)
+        yield
+
+
 def split_item(item: int | tuple[int, int]) -> tuple[int, int | None]:
     """A dataset item as ``(row, seed)``; ``seed`` is ``None`` for a plain row (evaluation)."""
     return (int(item[0]), int(item[1])) if isinstance(item, tuple | list) else (int(item), None)
 
 
-class TransformedImages(Dataset):
-    """A ``datasets`` split as ``(image tensor, label)`` pairs, each image decoded by :func:`.images.rgb_image`.
+class SeededSamples(Dataset):
+    """Items that are a row, or ``(row, seed)``: a training sample is augmented under its own seed, so its augmentation
+    depends on ``(seed, epoch, position)`` only, not on the number of DataLoader workers nor on whether they persist
+    across epochs, and a resumed run replays it exactly. Subclasses give :meth:`sample`.
 
-    An item is a row, or ``(row, seed)``: the transform then runs under :func:`seeded_random_state`.
-    """
+    torch's DataLoader fetches a batch through :meth:`__getitems__`: the generators are saved and restored once per
+    batch, not once per sample (a quarter of the input pipeline's time on the CPU proxy:
+    docs/benchmarks.md, "The CPU step"); each sample is still seeded by its own seed, so the batches are the same."""
+
+    def sample(self, index: int) -> tuple[torch.Tensor, int]:
+        raise NotImplementedError
+
+    def __getitem__(self, item: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
+        return self.__getitems__([item])[0]
+
+    def __getitems__(self, items: list[int | tuple[int, int]]) -> list[tuple[torch.Tensor, int]]:
+        rows = [split_item(item) for item in items]
+        if all(seed is None for _, seed in rows):  # evaluation: nothing drawn
+            return [self.sample(index) for index, _ in rows]
+        batch = []
+        with preserved_random_state():
+            for index, seed in rows:
+                if seed is not None:
+                    seed_generators(seed)
+                batch.append(self.sample(index))
+        return batch
+
+
+class TransformedImages(SeededSamples):
+    """A ``datasets`` split as ``(image tensor, label)`` pairs, each image decoded by :func:`.images.rgb_image`."""
 
     def __init__(self, split: datasets.Dataset, image_column: str, label_column: str, transform: Callable) -> None:
         self.split, self.image_column, self.label_column, self.transform = split, image_column, label_column, transform
@@ -77,19 +113,14 @@ class TransformedImages(Dataset):
     def __len__(self) -> int:
         return len(self.split)
 
-    def __getitem__(self, item: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
-        index, seed = split_item(item)
+    def sample(self, index: int) -> tuple[torch.Tensor, int]:
         row = self.split[index]
         image = row[self.image_column]
         if not isinstance(image, Image.Image):
             raise UsageError(
                 f"column {self.image_column!r} holds {type(image).__name__}, not images; set --image-column"
             )
-        image = rgb_image(image)
-        if seed is None:
-            return self.transform(image), int(row[self.label_column])
-        with seeded_random_state(seed):
-            return self.transform(image), int(row[self.label_column])
+        return self.transform(rgb_image(image)), int(row[self.label_column])
 
 
 def build_transform(data_config: dict[str, Any], is_training: bool, **augmentation: Any) -> Callable:

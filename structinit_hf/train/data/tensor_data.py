@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..cli.errors import UsageError
 from ..settings import INPUT_PIPELINES
-from .dataloaders import TransformedImages, build_transform, seeded_random_state, split_item
+from .dataloaders import SeededSamples, TransformedImages, build_transform
 from .images import open_rgb, shrink_to
 from .splits import ImageClassificationData, class_counts
 from .tensor_augment import TensorEvalTransform, TensorTrainTransform, tensor_policy_supported
@@ -148,13 +148,9 @@ def decode_split(
     return DecodedSplit(split, pixels if keep else None, len(bad), sizes)
 
 
-class DecodedImages(Dataset):
-    """Decoded uint8 images and their labels as ``(image tensor, label)`` pairs through a tensor ``transform``.
-
-    An item is a row, or ``(row, seed)``: the transform then runs under
-    :func:`~structinit_hf.train.data.dataloaders.seeded_random_state`, as
-    :class:`~structinit_hf.train.data.dataloaders.TransformedImages` does.
-    """
+class DecodedImages(SeededSamples):
+    """Decoded uint8 images and their labels as ``(image tensor, label)`` pairs through a tensor ``transform``; an
+    item is a row or ``(row, seed)``, as :class:`~structinit_hf.train.data.dataloaders.SeededSamples` says."""
 
     def __init__(self, pixels: torch.Tensor, labels: torch.Tensor, transform: Callable) -> None:
         self.pixels, self.labels, self.transform = pixels, labels, transform
@@ -162,12 +158,8 @@ class DecodedImages(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, item: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
-        index, seed = split_item(item)
-        if seed is None:
-            return self.transform(self.pixels[index]), int(self.labels[index])
-        with seeded_random_state(seed):
-            return self.transform(self.pixels[index]), int(self.labels[index])
+    def sample(self, index: int) -> tuple[torch.Tensor, int]:
+        return self.transform(self.pixels[index]), int(self.labels[index])
 
 
 def decoded_shorter_side(data_config: dict[str, Any]) -> int:

@@ -20,7 +20,7 @@ import argparse
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,8 +124,9 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
     micro_steps, images = done, done * run.micro_batch * accelerator.num_processes
     progress = _progress(run, epoch_steps * run.micro_batch * accelerator.num_processes, f"epoch {epoch + 1}")
     progress.update(images)
+    waited = [0.0]  # seconds this epoch spent waiting for the next batch (the input pipeline, inline without workers)
     try:  # the bar closes whatever ends the epoch (a signal among them): the next line starts clean
-        for inputs, labels in itertools.islice(run.batches, epoch_steps - done):
+        for inputs, labels in _waited_for(itertools.islice(run.batches, epoch_steps - done), waited):
             with accelerator.accumulate(run.model):
                 targets = labels
                 if run.mixup is not None:
@@ -167,7 +168,18 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
     weights = sum(p.detach().float().abs().sum() for p in accelerator.unwrap_model(run.model).parameters())
     if not math.isfinite(accelerator.reduce(weights, reduction="sum").item()):
         raise _nonfinite_error("the weights became non-finite", run, epoch)
-    return {"train_loss": train_loss, "images": images, "seconds": seconds}
+    return {"train_loss": train_loss, "images": images, "seconds": seconds, "data_wait_s": waited[0]}
+
+
+def _waited_for(batches: Iterator[Any], waited: list[float]) -> Iterator[Any]:
+    """``batches``, adding the seconds each took to arrive to ``waited[0]`` (timm's train.py logs it as data time)."""
+    while True:
+        start = time.perf_counter()
+        batch = next(batches, None)
+        waited[0] += time.perf_counter() - start
+        if batch is None:
+            return
+        yield batch
 
 
 def validate(run: Run, loader: Any, desc: str) -> dict[str, float | int]:
@@ -202,6 +214,9 @@ def log_epoch(run: Run, trained: dict[str, float], val: dict[str, float | int]) 
         "lr": run.optimizer.param_groups[0]["lr"],
         "images_per_sec": trained["images"] / trained["seconds"],
         "val_images_per_sec": val["images_per_sec"],
+        "train_s": round(trained["seconds"], 3),  # the epoch's training, of which data_wait_s waited for batches
+        "data_wait_s": round(trained["data_wait_s"], 3),
+        "val_s": round(val["seconds"], 3),
         "images_seen": state.images_seen,
         "wall_time_s": round(state.wall_time_s, 3),
         "peak_gpu_memory_mb": peak_gpu_memory_mb(run.accelerator.device),

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator, PartialState
+from accelerate.state import AcceleratorState
 from accelerate.utils import DataLoaderConfiguration, parse_flag_from_env, set_seed
 from timm.data import Mixup
 from timm.loss import SoftTargetCrossEntropy
@@ -52,7 +53,17 @@ from .run_folder import ResumePoint, RunLock, default_output_dir, lock_run_folde
 from .step import TrainingStep
 from .stopping import Checkpointing
 
-__all__ = ["DeviceDefaults", "Run", "build_model", "device_defaults", "setup_run", "steps_per_epoch", "usable_cpus"]
+__all__ = [
+    "DeviceDefaults",
+    "Run",
+    "build_model",
+    "device_defaults",
+    "native_bf16",
+    "setup_run",
+    "steps_per_epoch",
+    "unfuse_attention",
+    "usable_cpus",
+]
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,37 @@ class DeviceDefaults:
     workers: int
     pin_memory: bool
     compile: bool
+    fused_attention: bool = True  # torch's fused attention kernel where timm's attention modules offer it
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bf16 natively: a CUDA GPU that supports it, a CPU with AVX512-BF16 or AMX."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's (private): a missing one is "no"
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
+def forget_other_precision(precision: str) -> None:
+    """accelerate keeps one ``AcceleratorState`` per process and refuses an ``Accelerator`` of another precision; a
+    run that follows one of another precision in this process (a notebook's ``train`` then ``compare``) starts from
+    a fresh state, as accelerate's own tests do. The distributed state (``PartialState``) stays."""
+    recorded = AcceleratorState._shared_state.get("_mixed_precision")
+    if recorded is not None and recorded != precision:
+        AcceleratorState._reset_state()
+
+
+def unfuse_attention(model: nn.Module) -> int:
+    """timm's unfused attention (``fused_attn = False``: matmuls and softmax) in every module that has both paths;
+    how many. On a CPU under bf16 autocast, torch 2.14's flash-attention CPU kernel runs its backward about 5x
+    slower than in fp32, and the matmul path makes the whole step 2.4x faster than fp32's fused one
+    (docs/benchmarks.md, "The CPU step")."""
+    modules = [module for module in model.modules() if hasattr(module, "fused_attn")]
+    for module in modules:
+        module.fused_attn = False
+    return len(modules)
 
 
 def usable_cpus() -> int:
@@ -79,7 +121,8 @@ def device_defaults(
     worker per CPU core of this process's share less one (at most 16), pinned memory, torch.compile.
     An accelerate config's fp16/bf16 (``ACCELERATE_MIXED_PRECISION``; its default "no" does not count)
     wins over the device default, and its dynamo backend replaces ``--compile``.  On CPU: fp32, no
-    workers, no compilation, as before; fp16 is refused there (accelerate would train in fp32 and record fp16).
+    workers, no compilation, as before; fp16 is refused there (accelerate would train in fp32 and record fp16);
+    bf16 there trains through timm's unfused attention (:func:`unfuse_attention`).
     """
     env = os.environ if env is None else env
     cuda = device.type == "cuda"
@@ -103,7 +146,8 @@ def device_defaults(
     compile_model = cuda if speed.compile is None else speed.compile
     if env.get("ACCELERATE_DYNAMO_BACKEND", "no").lower() != "no":
         compile_model = False  # accelerate compiles the model in prepare()
-    return DeviceDefaults(precision, workers, pin_memory=cuda, compile=compile_model)
+    fused_attention = not (device.type == "cpu" and precision == "bf16")
+    return DeviceDefaults(precision, workers, pin_memory=cuda, compile=compile_model, fused_attention=fused_attention)
 
 
 @dataclass
@@ -220,6 +264,8 @@ def _setup_locked_run(
     )
     recipe = fit_batch(settings.recipe, len(data.train), processes.num_processes, processes.print)  # after the drop
     model = model.to(processes.device)  # as prepare() would: the memory probe runs where training will
+    if not defaults.fused_attention:  # before the memory probe: the unfused path keeps its attention maps
+        unfuse_attention(model)
     input_size = tuple(data_config["input_size"])
     largest = data.source_sizes[1] if data.source_sizes else (0, 0)
     decode_bytes = 0 if defaults.workers else DECODE_OVERHEAD * 3 * largest[0] * largest[1]  # workers decode apart
@@ -230,6 +276,7 @@ def _setup_locked_run(
     # what trains is what results.json, the trackers, the resume check and the card record
     flags = settings.flags(mixed_precision=defaults.mixed_precision, grad_accum=plan.grad_accum)
 
+    forget_other_precision(defaults.mixed_precision)
     accelerator = Accelerator(
         gradient_accumulation_steps=plan.grad_accum,
         mixed_precision=defaults.mixed_precision,
@@ -345,7 +392,8 @@ def _print_banner(
         f"{data.num_classes} classes; {accelerator.num_processes} process(es) x micro-batch {plan.micro_batch} x "
         f"{plan.grad_accum} accumulation = batch {batch}; {len(data.train) // batch} "
         f"steps/epoch; {accelerator.device}, precision {defaults.mixed_precision}, "
-        f"{'compiled' if defaults.compile else 'eager'}, {defaults.workers} workers, {pipeline} input pipeline"
+        f"{'compiled' if defaults.compile else 'eager'}, {'' if defaults.fused_attention else 'unfused attention, '}"
+        f"{defaults.workers} workers, {pipeline} input pipeline"
     )
     accelerator.print(data.describe_inputs(model_input_size))
     fitted = {"flag": "--grad-accum", "checkpoint": "the run's --grad-accum"}.get(resume.accumulation_from, "fitted")
