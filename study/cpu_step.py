@@ -3,6 +3,7 @@
     python study/cpu_step.py profile --mixed-precision no --steps 100    # as before: fp32, fused attention
     python study/cpu_step.py profile --mixed-precision bf16 --steps 100  # compare's default on a CPU with native bf16
     python study/cpu_step.py variants --rounds 3 --steps 8
+    python study/cpu_step.py workers --rounds 2 --epochs 3
 
 ``profile`` runs `compare`'s default recipe (the CPU proxy, 2,500 images of the embedded CIFAR-10 sample, 10 epochs,
 batch 256, 2 torch threads, no loader workers) for the arms given and splits its wall clock by phase from what each
@@ -19,6 +20,9 @@ between them. ``profile-<precision>.json`` holds the seconds and shares.
 other round: fp32 and bf16 autocast, torch's fused attention kernel or timm's unfused one, AdamW as timm creates it
 (torch's default loop), ``foreach`` or ``fused``, ``torch.compile`` (its first step, compilation included, apart), and
 1 or 2 torch threads. ``variants.json`` holds the median milliseconds per step of each and its speed against before.
+
+``workers`` trains `compare`'s impulse3 run with 0 and with 1 loader worker (the other of the two cores' work beside
+the step's 2 threads), rounds interleaved: ``workers.json`` holds the seconds per epoch and the wait for batches.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: study/ beside structinit_hf/
@@ -41,7 +46,11 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from structinit_hf.benchmark import CompareSettings, compare
+from structinit_hf.benchmark.arms import select_arms
+from structinit_hf.benchmark.compare_inits import _profile as compare_profile
 from structinit_hf.benchmark.compare_settings import PROFILE, THREADS
+from structinit_hf.benchmark.runs import run_settings
+from structinit_hf.train import run
 from structinit_hf.train._internal import library_versions, numerics, unfuse_attention
 
 # operator kinds of the training step, by the first pattern an operator's name contains
@@ -82,20 +91,18 @@ def step_operators(mixed_precision: str, steps: int) -> dict[str, float]:
 
 
 def phases(out: Path, compare_wall_s: float) -> dict[str, float]:
-    """Seconds of a comparison by phase, from what its runs record: each epoch's training (``train_s``) less its wait
-    for batches (``data_wait_s``: the input pipeline, inline without workers), the evaluations after every epoch
-    (``val_s``), and each run's remaining wall clock (set-up: data, model and init; the final evaluation and export;
-    checkpoints), then what the comparison spent around its runs."""
+    """Seconds of a comparison by phase, from what its runs record per epoch: training (``train_s``) less the wait for
+    batches (``data_wait_s``: the input pipeline, inline without workers), the evaluation after every epoch
+    (``val_s``); the rest is each run's set-up (data, model, init), final evaluation, export and checkpoints, and what
+    `compare` does around its runs."""
     seconds: dict[str, float] = defaultdict(float)
-    for run_dir in sorted(path.parent for path in out.glob("*/metrics.jsonl")):
-        epochs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for metrics in sorted(out.glob("*/metrics.jsonl")):
+        epochs = [json.loads(line) for line in metrics.read_text().splitlines()]
         train, waited, val = (sum(epoch[key] for epoch in epochs) for key in ("train_s", "data_wait_s", "val_s"))
         seconds["step: forward, backward, optimizer"] += train - waited
         seconds["input pipeline (augmentation, collation; inline)"] += waited
         seconds["evaluation after every epoch"] += val
-        wall = json.loads((run_dir / "results.json").read_text())["wall_time_s"]
-        seconds["rest of each run (set-up, init, final evaluation, export, checkpoints)"] += wall - train - val
-    seconds["around the runs (dataset check, table, plots)"] = compare_wall_s - sum(seconds.values())
+    seconds["set-up, init, final evaluation, export, checkpoints, the table"] = compare_wall_s - sum(seconds.values())
     return dict(seconds)
 
 
@@ -203,6 +210,37 @@ def run_variants(args: argparse.Namespace) -> None:
     _write(args.out / "variants.json", record)
 
 
+def run_workers(args: argparse.Namespace) -> None:
+    """`compare`'s impulse3 run (its default recipe, precision and threads) with 0 and with 1 loader worker, rounds
+    interleaved: seconds per epoch, and of them waiting for batches (``metrics.jsonl``), after the first epoch."""
+    settings = CompareSettings()
+    profile = compare_profile(replace(settings, lr=settings.resolved_lr()))
+    arm = select_arms(["impulse3"])[0]
+    epoch_s: dict[int, list[float]] = defaultdict(list)
+    waited_s: dict[int, list[float]] = defaultdict(list)
+    torch.set_num_threads(settings.threads)
+    for round_index in range(args.rounds):
+        for workers in (0, 1) if round_index % 2 == 0 else (1, 0):
+            with tempfile.TemporaryDirectory() as out:
+                run_dir = Path(out) / "run"
+                training = run_settings(profile, arm, 0, profile.datasets["data"], run_dir)
+                run(training.with_flags(workers=workers, epochs=args.epochs))
+                epochs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
+            epoch_s[workers].append(statistics.median(epoch["train_s"] for epoch in epochs))
+            waited_s[workers].append(statistics.median(epoch["data_wait_s"] for epoch in epochs))
+            print(f"round {round_index + 1}/{args.rounds}  {workers} workers  {epoch_s[workers][-1]:.2f} s/epoch "
+                  f"(waiting {waited_s[workers][-1]:.2f} s)", flush=True)  # fmt: skip
+    record = {
+        "command": " ".join(["python", *sys.argv]),
+        "median_epoch_s": {workers: round(statistics.median(values), 2) for workers, values in epoch_s.items()},
+        "median_data_wait_s": {workers: round(statistics.median(values), 2) for workers, values in waited_s.items()},
+        "epoch_s_per_round": epoch_s,
+        "load_average": os.getloadavg(),
+        "versions": library_versions(),
+    }
+    _write(args.out / "workers.json", record)
+
+
 def _write(path: Path, record: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
@@ -211,11 +249,12 @@ def _write(path: Path, record: dict) -> None:
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("what", choices=("profile", "variants"))
+    parser.add_argument("what", choices=("profile", "variants", "workers"))
     parser.add_argument("--out", type=Path, default=Path("study/records/training/cpu-step"))
     parser.add_argument("--mixed-precision", choices=("no", "bf16"), default="bf16", help="profile: the runs' autocast")
     parser.add_argument("--arms", nargs="+", default=["default", "mimetic", "impulse3"], help="profile: the arms run")
-    parser.add_argument("--rounds", type=int, default=3, help="variants: rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="variants, workers: rounds")
+    parser.add_argument("--epochs", type=int, default=3, help="workers: epochs of each run (the first not timed)")
     parser.add_argument("--steps", type=int, default=8, help="timed steps per variant and round; profile: profiled")
     return parser
 
@@ -223,4 +262,4 @@ def parser() -> argparse.ArgumentParser:
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     arguments = parser().parse_args()
-    run_profile(arguments) if arguments.what == "profile" else run_variants(arguments)
+    {"profile": run_profile, "variants": run_variants, "workers": run_workers}[arguments.what](arguments)

@@ -47,6 +47,7 @@ from structinit_hf.train._internal import (
     model_data_config,
     train_dataloader,
     training_datasets,
+    unfuse_attention,
 )
 
 __all__ = ["MODES", "measure_throughput", "throughput_parser"]
@@ -78,6 +79,8 @@ def bare_arm(args: argparse.Namespace, mode: str, device: torch.device) -> float
     precision, compiled = MODES[mode]
     model = load_model(args.model, num_classes=10, model_kwargs=args.model_kwargs).model
     model.to(device).train()
+    if device.type == "cpu" and precision == "bf16":  # as train.py trains bf16 on a CPU (DeviceDefaults)
+        unfuse_attention(model)
     optimizer = create_optimizer_v2(model, opt="adamw", lr=1e-3, weight_decay=0.01, eps=1e-3)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
     forward = torch.compile(model) if compiled else model
