@@ -135,7 +135,7 @@ def compare_parser() -> argparse.ArgumentParser:
         choices=PRECISIONS,
         default="auto",
         help="autocast of every run: auto is bf16 where the device computes it natively (a CUDA GPU that supports it; "
-        "a CPU with AVX512-BF16 or AMX, where it trains through timm's unfused attention, 2.4x fp32's step), fp32 "
+        "a CPU with AVX512-BF16 or AMX, where it trains through timm's unfused attention, 2.5x fp32's step), fp32 "
         "elsewhere; the table says which it ran",
     )
     parser.add_argument(

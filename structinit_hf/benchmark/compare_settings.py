@@ -51,7 +51,7 @@ THREADS = 2  # torch threads by default, whatever the machine: the README's tabl
 
 
 # --mixed-precision: auto is bf16 autocast where the device computes bf16 natively (a CUDA GPU that supports it, a CPU
-# with AVX512-BF16 or AMX: 2.4x the fp32 step on the CPU proxy, docs/benchmarks.md, "The CPU step"), fp32 elsewhere
+# with AVX512-BF16 or AMX: 2.5x the fp32 step on the CPU proxy, docs/benchmarks.md, "The CPU step"), fp32 elsewhere
 PRECISIONS = ("auto", "bf16", "no")
 
 

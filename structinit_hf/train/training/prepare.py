@@ -99,7 +99,7 @@ def forget_other_precision(precision: str) -> None:
 def unfuse_attention(model: nn.Module) -> int:
     """timm's unfused attention (``fused_attn = False``: matmuls and softmax) in every module that has both paths;
     how many. On a CPU under bf16 autocast, torch 2.14's flash-attention CPU kernel runs its backward about 5x
-    slower than in fp32, and the matmul path makes the whole step 2.4x faster than fp32's fused one
+    slower than in fp32, and the matmul path makes the whole step 2.5x faster than fp32's fused one
     (docs/benchmarks.md, "The CPU step")."""
     modules = [module for module in model.modules() if hasattr(module, "fused_attn")]
     for module in modules:
