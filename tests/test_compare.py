@@ -132,10 +132,10 @@ def test_compare_trains_in_bf16_where_the_device_computes_it_natively(monkeypatc
     """Catches --mixed-precision auto left at fp32 on a CPU with AVX512-BF16 or AMX (the step is 2.4x slower there:
     docs/benchmarks.md, "The CPU step"), bf16 forced onto a CPU without them, an explicit choice overridden, and a
     precision the runs cannot take let through."""
-    from structinit_hf.benchmark import compare_settings
+    from structinit_hf.train import _internal
 
     for native, resolved in ((True, "bf16"), (False, "no")):
-        monkeypatch.setattr(compare_settings, "native_bf16", lambda device, native=native: native)
+        monkeypatch.setattr(_internal, "native_bf16", lambda device, native=native: native, raising=False)
         assert CompareSettings().resolved_precision() == resolved
         assert compare_inits._profile(CompareSettings()).recipe["mixed_precision"] == resolved
         for explicit in ("no", "bf16"):

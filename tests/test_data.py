@@ -20,7 +20,8 @@ from structinit_hf.train.data.dataloaders import (
     EpochShuffleSampler,
     TransformedImages,
     build_transform,
-    seeded_random_state,
+    preserved_random_state,
+    seed_generators,
 )
 from structinit_hf.train.data.image_folders import dataset_files_digest
 from structinit_hf.train.data.sources import ensure_hub_reachable, find_columns, load_raw_dataset
@@ -314,7 +315,8 @@ def test_each_rand_augment_op_on_tensors_matches_timm_on_pil(cifar10_sample) -> 
 def _augmented(transform, image, count: int, first_seed: int) -> torch.Tensor:
     samples = []
     for seed in range(first_seed, first_seed + count):
-        with seeded_random_state(seed):
+        with preserved_random_state():
+            seed_generators(seed)
             samples.append(transform(image))
     return torch.stack(samples)
 

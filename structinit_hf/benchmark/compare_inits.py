@@ -426,10 +426,12 @@ def _drop_untouched(out_dir: Path) -> None:
 
 
 def _command(settings: CompareSettings, out_dir: Path) -> str:
-    """The ``compare`` command line that reruns this comparison (every flag spelled out, the learning rate too)."""
+    """The ``compare`` command line that reruns this comparison (every flag spelled out, the learning rate and the
+    precision as they resolved too)."""
     words = ["structinit-hf", "compare"]
     values = {item.name: getattr(settings, item.name) for item in fields(settings)}
-    for name, value in {**values, "lr": settings.resolved_lr(), "output_dir": out_dir}.items():
+    resolved = {"lr": settings.resolved_lr(), "mixed_precision": settings.resolved_precision(), "output_dir": out_dir}
+    for name, value in {**values, **resolved}.items():
         if value is None or (name == "family" and settings.model is not None):  # not given, or --model's own
             continue
         if isinstance(value, bool):  # a switch: spelled when on

@@ -17,9 +17,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from accelerate import PartialState
-
-from ..train._internal import check_field_types, dataset_source, flag_of, native_bf16
+from ..train._internal import check_field_types, dataset_source, flag_of
 from .profiles import PROFILES, proxy_lr
 
 __all__ = [
@@ -110,6 +108,10 @@ class CompareSettings:
         """``mixed_precision`` as the runs train it: auto resolved on the device accelerate trains on."""
         if self.mixed_precision != "auto":
             return self.mixed_precision
+        from accelerate import PartialState  # here: the settings import none of the training stack
+
+        from ..train._internal import native_bf16
+
         return "bf16" if native_bf16(PartialState().device) else "no"
 
 

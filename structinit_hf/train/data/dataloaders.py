@@ -33,7 +33,6 @@ __all__ = [
     "fit_batch",
     "preserved_random_state",
     "seed_generators",
-    "seeded_random_state",
     "split_item",
     "train_dataloader",
 ]
@@ -60,15 +59,6 @@ def preserved_random_state() -> Iterator[None]:
             random.setstate(python_state)
             np.random.set_state(numpy_state)
             torch.set_rng_state(torch_state)
-
-
-@contextmanager
-def seeded_random_state(seed: int) -> Iterator[None]:
-    """The global generators seeded with ``seed`` inside, restored afterwards (:func:`seed_generators` under
-    :func:`preserved_random_state`)."""
-    with preserved_random_state():
-        seed_generators(seed)
-        yield
 
 
 def split_item(item: int | tuple[int, int]) -> tuple[int, int | None]:

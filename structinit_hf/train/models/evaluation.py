@@ -26,6 +26,7 @@ import timm
 import torch
 import transformers
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -78,6 +79,16 @@ def score(model: nn.Module, loader: DataLoader, accelerator: Accelerator) -> dic
         "top5": 100.0 * int(correct5) / max(total, 1),
         "num_samples": total,
     }
+
+
+def forget_other_precision(precision: str) -> None:
+    """accelerate keeps one ``AcceleratorState`` per process and refuses an ``Accelerator`` of another precision; a
+    run that follows one of another precision in this process (a notebook's ``train`` then ``compare``) starts from
+    a fresh state, as accelerate's own tests do. The distributed state (``PartialState``) stays. The state is shared:
+    call it only where no earlier run's ``Accelerator`` is still in use."""
+    recorded = AcceleratorState._shared_state.get("_mixed_precision")
+    if recorded is not None and recorded != precision:
+        AcceleratorState._reset_state()
 
 
 def peak_gpu_memory_mb(device: torch.device) -> float | None:
@@ -293,6 +304,7 @@ def evaluate(settings: EvaluationSettings) -> EvaluationRecord:
         scores = evaluate(EvaluationSettings(model="runs/x/final", dataset="my_images/"))
         print(scores.top1, scores.output)
     """
+    forget_other_precision(settings.mixed_precision)
     accelerator = Accelerator(mixed_precision=settings.mixed_precision)
     _check_evaluation_args(settings, accelerator)
     untrained = builds_untrained(settings.model)

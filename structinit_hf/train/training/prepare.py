@@ -20,7 +20,6 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.state import AcceleratorState
 from accelerate.utils import DataLoaderConfiguration, parse_flag_from_env, set_seed
 from timm.data import Mixup
 from timm.loss import SoftTargetCrossEntropy
@@ -37,6 +36,7 @@ from ..data.image_folders import dataset_files_digest
 from ..data.sources import known_label_names
 from ..data.splits import ImageClassificationData, load_image_classification
 from ..data.tensor_data import training_datasets
+from ..models.evaluation import forget_other_precision
 from ..models.kwargs import check_model_kwargs
 from ..models.loading import (
     LoadedModel,
@@ -80,20 +80,11 @@ class DeviceDefaults:
 def native_bf16(device: torch.device) -> bool:
     """Whether ``device`` computes bf16 natively: a CUDA GPU that supports it, a CPU with AVX512-BF16 or AMX."""
     if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
+        return torch.cuda.is_bf16_supported(including_emulation=False)
     if device.type != "cpu":
         return False
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's (private): a missing one is "no"
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
-
-
-def forget_other_precision(precision: str) -> None:
-    """accelerate keeps one ``AcceleratorState`` per process and refuses an ``Accelerator`` of another precision; a
-    run that follows one of another precision in this process (a notebook's ``train`` then ``compare``) starts from
-    a fresh state, as accelerate's own tests do. The distributed state (``PartialState``) stays."""
-    recorded = AcceleratorState._shared_state.get("_mixed_precision")
-    if recorded is not None and recorded != precision:
-        AcceleratorState._reset_state()
 
 
 def unfuse_attention(model: nn.Module) -> int:
