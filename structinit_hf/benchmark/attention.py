@@ -19,6 +19,7 @@ import torch
 from timm.utils import AttentionExtract
 from torch import nn
 
+from ..init.common import unfused_attention
 from ..init.impulse import target_fidelity
 
 __all__ = [
@@ -46,18 +47,14 @@ def extract_attention(model: nn.Module) -> Iterator[AttentionExtract]:
     Fused attention never materializes the maps, so it is off meanwhile; ``model`` keeps its train/eval
     mode, and the hooks are removed on exit.
     """
-    fused = [(module, module.fused_attn) for module in model.modules() if hasattr(module, "fused_attn")]
-    for module, _ in fused:
-        module.fused_attn = False
     mode = "train" if model.training else "eval"
-    extractor = AttentionExtract(model, names=ATTENTION_MODULES, method="hook", mode=mode)
-    try:
-        yield extractor
-    finally:
-        for handle in extractor.hooks._handles:  # timm's FeatureHooks keeps the handles but offers no removal
-            handle.remove()
-        for module, value in fused:
-            module.fused_attn = value
+    with unfused_attention(model):
+        extractor = AttentionExtract(model, names=ATTENTION_MODULES, method="hook", mode=mode)
+        try:
+            yield extractor
+        finally:
+            for handle in extractor.hooks._handles:  # timm's FeatureHooks keeps the handles but offers no removal
+                handle.remove()
 
 
 @torch.no_grad()

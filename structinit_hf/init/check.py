@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .common import unfused_attention
 from .impulse import impulse_targets, target_fidelity
 
 __all__ = [
@@ -127,19 +128,15 @@ def _transformers_maps(model: nn.Module, images: torch.Tensor) -> list[torch.Ten
 
 
 def _timm_maps(model: nn.Module, blocks: list[nn.Module], images: torch.Tensor) -> list[torch.Tensor]:
-    fused = [(module, module.fused_attn) for module in model.modules() if hasattr(module, "fused_attn")]
     maps: list[torch.Tensor] = []
     keep = lambda module, args, output: maps.append(args[0][0].float())  # noqa: E731
     handles = [block.attn.attn_drop.register_forward_hook(keep) for block in blocks]
     try:
-        for module, _ in fused:
-            module.fused_attn = False
-        model.forward_features(images)
+        with unfused_attention(model):
+            model.forward_features(images)
     finally:
         for handle in handles:
             handle.remove()
-        for module, value in fused:
-            module.fused_attn = value
     return maps
 
 

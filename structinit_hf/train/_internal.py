@@ -13,6 +13,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..init.common import unfuse_attention
     from .cli.args import DefaultsHelpFormatter, KeyValueAction
     from .cli.commands import run_script, script_imports
     from .cli.errors import check_field_types
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .settings import SAMPLE_DATASETS, dataset_source, flag_of
     from .training.checkpoints import find_checkpoint, read_trainer_state
     from .training.memory_plan import STEP_OVERHEAD, saved_bytes_per_image
-    from .training.prepare import device_defaults, native_bf16, setup_run, unfuse_attention, usable_cpus
+    from .training.prepare import device_defaults, native_bf16, setup_run, usable_cpus
     from .training.run_folder import LOCK_FILE, acquire_run_lock, result_flags
 
 # name -> the module of train/ that defines it

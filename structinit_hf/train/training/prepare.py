@@ -29,6 +29,7 @@ from timm.utils import ModelEmaV3
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from ...init.common import unfuse_attention
 from ..cli.errors import UsageError
 from ..cli.settings_checks import check_run_args
 from ..data.dataloaders import eval_dataloader, fit_batch, train_dataloader
@@ -85,17 +86,6 @@ def native_bf16(device: torch.device) -> bool:
         return False
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # torch.cpu's (private): a missing one is "no"
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
-
-
-def unfuse_attention(model: nn.Module) -> int:
-    """timm's unfused attention (``fused_attn = False``: matmuls and softmax) in every module that has both paths;
-    how many. On a CPU under bf16 autocast, torch 2.14's flash-attention CPU kernel runs its backward about 5x
-    slower than in fp32, and the matmul path makes the whole step 2.5x faster than fp32's fused one
-    (docs/benchmarks.md, "The CPU step")."""
-    modules = [module for module in model.modules() if hasattr(module, "fused_attn")]
-    for module in modules:
-        module.fused_attn = False
-    return len(modules)
 
 
 def usable_cpus() -> int:
