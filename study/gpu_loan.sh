@@ -13,12 +13,12 @@
 # (default "check throughput paper"; step 1 always runs). ARMS narrows step 3 to some arms (default: all three), for a
 # seed a loan left short of one.
 #
-# Where it stands (2026-11-27, second loan): steps 0 and 2 are done and committed (study/records/device/
-# init_check-cuda.md, study/records/training/). Seed 0 of step 3 ran 10 epochs in the first loan (3 runs sharing the
-# GPU: 3.2 minutes). Seeds 1 and 2 as six runs at once did not fit 340 s: starting six at once took about 4 minutes
-# before their first epoch ended. Third loan (an H100): the init check (all ok) and seed 1, three runs sharing the GPU
-# in 388 s (twice the H200's 192 s); seed 2 was cut by the budget. Next loan, seed 2 alone (about 7 minutes on an H100):
-#   SHARING=file_system STEPS=paper SEEDS=2 EPOCHS=10 JOBS=3 BUDGET=560 bash study/gpu_loan.sh
+# Where it stands (2026-11-28, fourth loan): steps 0 and 2 are done and committed (study/records/device/
+# init_check-cuda*.md, study/records/training/), and step 3's 10-epoch schedule has its 3 seeds (seed 0 on an H200,
+# three runs sharing it in 192 s; seeds 1 and 2 on H100s, 388 s and 432 s; six runs at once did not fit a loan).
+# Three runs sharing an H100 train at about 4,100 img/s each (12 s an epoch) after a first epoch of about 107 s, so
+# the next loan takes issue 59's longer schedule, seed 0 of the three arms in one command of at most 600 s:
+#   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=30 JOBS=3 BUDGET=590 bash study/gpu_loan.sh
 # The working tree (19 MB with the records) and CIFAR-10 (56 MB) together pass a call's 64 MiB: the third loan carried
 # the training parquet in a first call (`ls` only) and the rest in the second, on the still-warm machine, from a
 # `git archive` of the commit (runs/clean.tgz) unpacked in /tmp, so no edit in flight travels. The older way:
