@@ -16,23 +16,22 @@
 # Where it stands (2026-11-28, fourth loan): steps 0 and 2 are done and committed (study/records/device/
 # init_check-cuda*.md, study/records/training/), and step 3's 10-epoch schedule has its 3 seeds (seed 0 on an H200,
 # three runs sharing it in 192 s; seeds 1 and 2 on H100s, 388 s and 432 s; six runs at once did not fit a loan).
-# Three runs sharing an H100 train at about 4,100 img/s each (12 s an epoch) after a first epoch of about 107 s, so
-# the next loan takes issue 59's longer schedule, seed 0 of the three arms in one command of at most 600 s:
-#   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=30 JOBS=3 BUDGET=590 bash study/gpu_loan.sh
-# The working tree (19 MB with the records) and CIFAR-10 (56 MB) together pass a call's 64 MiB: the third loan carried
-# the training parquet in a first call (`ls` only) and the rest in the second, on the still-warm machine, from a
-# `git archive` of the commit (runs/clean.tgz) unpacked in /tmp, so no edit in flight travels. The older way:
-# Run from the checkout root with the data and the wheels the machine lacks carried along:
+# Three runs sharing an H100 train at about 4,100 img/s each (12 s an epoch), yet each run took 430 s for 215 s of
+# epochs (start, compile, the final test and saving: progress.log now times them). The next loan takes issue 59's
+# longer whole schedule, seed 0 of the three arms: 20 epochs (about 215 + 20 x 12 s) fit one 10-minute command:
+#   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=20 JOBS=3 BUDGET=590 bash study/gpu_loan.sh
+# One call, from the checkout root, with the data and the wheels the machine lacks carried along (the fourth loan's
+# way; the tree travels with what is carried, 64 MiB at most: without the records it is 5.4 MB, 65 MB in all):
 #
 #   mkdir -p data && cp -r ../shared/data/cifar10 ../shared/device-wheels data/   # data/ is ignored
-#   git rm -r -q --cached study/records && echo study/records/ >> .git/info/exclude  # the tree and what is carried
-#       # travel together, 64 MiB at most: CIFAR-10 and the wheels are 59 MB, the records 14 MB
+#   git rm -r -q --cached study/records && echo study/records/ >> .git/info/exclude  # the records stay here
 #   device run (carry: data/cifar10 data/device-wheels) -> bash study/gpu_loan.sh
 #   git reset -q HEAD study/records && sed -i '/^study\/records\/$/d' .git/info/exclude    # the records tracked again
 #
-# Everything comes back in $OUT/loan.tgz (logs, the throughput record, each run's record and metrics). Then
+# Everything comes back in $OUT/loan.tgz (logs, progress.log, the throughput record, each run's record and metrics).
 #   bash study/gpu_loan_merge.sh <files_at>/loan.tgz
-# puts the finished runs beside the committed ones and rewrites study/records/gpu/cifar10-paper-recipe/ over them.
+# then puts the finished runs beside the committed ones of the same schedule and rewrites that record over them
+# (study/records/gpu/cifar10-paper-recipe/ for 10 epochs, cifar10-paper-recipe-20ep/ for 20).
 # SMOKE=1 checks this script on a CPU machine with tiny settings.
 set -uo pipefail
 start=$(date +%s)
@@ -129,8 +128,15 @@ if step paper; then
     log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"
     rm -rf runs/gpu/paper
     paper_start=$(date +%s)
+    # where the time goes outside the epochs (the H100 loans spent about 200 s of a 430 s run there, an H200 76 s):
+    # every 10 s, each run's epochs written and whether it has finished, on the loan's clock
+    while sleep 10; do
+        echo "[$(($(date +%s) - start)) s]" $(for run in runs/gpu/paper/*-seed*; do [ -d "$run" ] &&
+            echo "${run##*/}:$(cat "$run/metrics.jsonl" 2>/dev/null | wc -l)$([ -f "$run/results.json" ] && echo +done)"; done)
+    done > "$keep/progress.log" 2>&1 & sampler=$!
     timeout $(limit 50) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
         || log "paper recipe: stopped (exit $?)"
+    kill $sampler 2>/dev/null
     clock=runs/gpu/paper/wall_clock.json  # the benchmark keeps it only when it ends on its own
     [ -d runs/gpu/paper ] && [ ! -f $clock ] && echo "{\"wall_clock_s\": $(($(date +%s) - paper_start))}" > $clock
     # each finished run's attention entropy, kept in its folder (the record's table reads it once the weights are
