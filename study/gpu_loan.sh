@@ -17,9 +17,11 @@
 # init_check-cuda*.md, study/records/training/), and step 3's 10-epoch schedule has its 3 seeds (seed 0 on an H200,
 # three runs sharing it in 192 s; seeds 1 and 2 on H100s, 388 s and 432 s; six runs at once did not fit a loan).
 # Three runs sharing an H100 train at about 4,100 img/s each (12 s an epoch), yet each run took 430 s for 215 s of
-# epochs (start, compile, the final test and saving: progress.log now times them). The next loan takes issue 59's
-# longer whole schedule, seed 0 of the three arms: 20 epochs (about 215 + 20 x 12 s) fit one 10-minute command:
-#   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=20 JOBS=3 BUDGET=590 bash study/gpu_loan.sh
+# epochs. A fifth call (2 epochs, cut at 203 s, study/records/gpu/loan-2026-11-28-h100-timing/) found where: about
+# 180 s passed before the runs' first epoch began, and no run had finished a step by 200 s (the same set-up takes 15 s
+# on the 2-core CPU with a 1-block model; the cause on the H100 is not established). So a run is about 190 s + 12 s an epoch + 25 s of testing, and a
+# 10-minute command holds 15 epochs of the three arms. The next loan: first the set-up's time, then the longer schedule:
+#   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=15 JOBS=3 BUDGET=590 bash study/gpu_loan.sh
 # One call, from the checkout root, with the data and the wheels the machine lacks carried along (the fourth loan's
 # way; the tree travels with what is carried, 64 MiB at most: without the records it is 5.4 MB, 65 MB in all):
 #
@@ -31,7 +33,7 @@
 # Everything comes back in $OUT/loan.tgz (logs, progress.log, the throughput record, each run's record and metrics).
 #   bash study/gpu_loan_merge.sh <files_at>/loan.tgz
 # then puts the finished runs beside the committed ones of the same schedule and rewrites that record over them
-# (study/records/gpu/cifar10-paper-recipe/ for 10 epochs, cifar10-paper-recipe-20ep/ for 20).
+# (study/records/gpu/cifar10-paper-recipe/ for 10 epochs, cifar10-paper-recipe-15ep/ for 15).
 # SMOKE=1 checks this script on a CPU machine with tiny settings.
 set -uo pipefail
 start=$(date +%s)
@@ -128,11 +130,13 @@ if step paper; then
     log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"
     rm -rf runs/gpu/paper
     paper_start=$(date +%s)
-    # where the time goes outside the epochs (the H100 loans spent about 200 s of a 430 s run there, an H200 76 s):
-    # every 10 s, each run's epochs written and whether it has finished, on the loan's clock
+    # where the time goes outside the epochs (an H100 run spent about 180 s before its first step): every 10 s, on
+    # the loan's clock, each run's "<epochs written>:<bytes of train.log>" (the bytes jump when its progress bar
+    # starts) and +done once it has finished
     while sleep 10; do
         echo "[$(($(date +%s) - start)) s]" $(for run in runs/gpu/paper/*-seed*; do [ -d "$run" ] &&
-            echo "${run##*/}:$(cat "$run/metrics.jsonl" 2>/dev/null | wc -l)$([ -f "$run/results.json" ] && echo +done)"; done)
+            echo "${run##*/}:$(cat "$run/metrics.jsonl" 2>/dev/null | wc -l):$(stat -c %s "$run/train.log" 2>/dev/null)$(
+                [ -f "$run/results.json" ] && echo +done)"; done)
     done > "$keep/progress.log" 2>&1 & sampler=$!
     timeout $(limit 50) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
         || log "paper recipe: stopped (exit $?)"
