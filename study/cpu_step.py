@@ -50,8 +50,9 @@ from structinit_hf.benchmark.arms import select_arms
 from structinit_hf.benchmark.compare_inits import _profile as compare_profile
 from structinit_hf.benchmark.compare_settings import PROFILE, THREADS
 from structinit_hf.benchmark.runs import run_settings
+from structinit_hf.init.common import unfuse_attention
 from structinit_hf.train import run
-from structinit_hf.train._internal import library_versions, numerics, unfuse_attention
+from structinit_hf.train._internal import library_versions, numerics
 
 # operator kinds of the training step, by the first pattern an operator's name contains
 OPERATOR_KINDS = {

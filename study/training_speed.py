@@ -36,6 +36,7 @@ from accelerate.state import AcceleratorState, GradientState
 from timm.optim import create_optimizer_v2
 from torch import nn
 
+from structinit_hf.init.common import unfuse_attention
 from structinit_hf.train import TrainingSettings, run
 from structinit_hf.train._internal import (
     KeyValueAction,
@@ -47,7 +48,6 @@ from structinit_hf.train._internal import (
     model_data_config,
     train_dataloader,
     training_datasets,
-    unfuse_attention,
 )
 
 __all__ = ["MODES", "measure_throughput", "throughput_parser"]

@@ -86,7 +86,8 @@ def test_bf16_on_a_cpu_trains_through_timms_unfused_attention() -> None:
     fp32 on a CPU (docs/benchmarks.md, "The CPU step"), and the unfused path leaking into fp32 or CUDA runs."""
     import timm
 
-    from structinit_hf.train.training.prepare import device_defaults, native_bf16, unfuse_attention
+    from structinit_hf.init.common import unfuse_attention
+    from structinit_hf.train.training.prepare import device_defaults, native_bf16
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
     assert not device_defaults(speed(["--mixed-precision", "bf16"]), cpu, env={}).fused_attention

@@ -13,7 +13,6 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..init.common import unfuse_attention
     from .cli.args import DefaultsHelpFormatter, KeyValueAction
     from .cli.commands import run_script, script_imports
     from .cli.errors import check_field_types
@@ -66,7 +65,6 @@ _HOMES = {
     "device_defaults": "training.prepare",
     "native_bf16": "training.prepare",
     "setup_run": "training.prepare",
-    "unfuse_attention": "training.prepare",
     "usable_cpus": "training.prepare",
     "LOCK_FILE": "training.run_folder",
     "acquire_run_lock": "training.run_folder",
@@ -109,7 +107,6 @@ __all__ = [
     "stratified_split",
     "train_dataloader",
     "training_datasets",
-    "unfuse_attention",
     "usable_cpus",
 ]
 

@@ -62,7 +62,6 @@ __all__ = [
     "native_bf16",
     "setup_run",
     "steps_per_epoch",
-    "unfuse_attention",
     "usable_cpus",
 ]
 
