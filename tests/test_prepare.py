@@ -132,6 +132,44 @@ def test_a_failing_compile_warns_once_and_trains_eagerly(tmp_path, monkeypatch, 
         assert torch.equal(eager[name], fallback[name]), name
 
 
+def test_a_compiling_first_step_says_how_long_it_took(monkeypatch, capsys) -> None:
+    """Catches a loan that cannot tell compiling from the rest of the set-up: the first compiled step's time is
+    printed once, and not again on later steps; an eager step prints nothing."""
+    import time
+
+    from accelerate import Accelerator
+
+    from structinit_hf.train.training.step import TrainingStep
+
+    def slow_first_call(model):
+        calls = []
+
+        def forward(inputs):
+            if not calls:
+                time.sleep(0.3)  # what compiling costs the first call
+            calls.append(inputs)
+            return model(inputs)
+
+        return forward
+
+    monkeypatch.setattr(torch, "compile", slow_first_call)
+    model = torch.nn.Linear(4, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs, targets = torch.randn(2, 4), torch.tensor([0, 2])
+    for compile in (True, False):
+        step = TrainingStep(model, torch.nn.CrossEntropyLoss(), Accelerator(cpu=True), optimizer, compile=compile)
+        capsys.readouterr()
+        for _ in range(3):
+            step(inputs, targets)
+        lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("torch.compile:")]
+        if not compile:
+            assert lines == []
+            continue
+        assert len(lines) == 1, lines
+        took = float(lines[0].removeprefix("torch.compile: the first step took ").removesuffix(" s"))
+        assert 0.3 <= took < 30
+
+
 def test_runs_of_other_precisions_follow_each_other_in_one_process(tmp_path) -> None:
     """Catches accelerate's per-process state refusing the second run ("AcceleratorState has already been
     initialized"): a notebook's fp32 ``train`` then a ``compare`` in bf16 (its default on a CPU with native bf16)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
 from accelerate import Accelerator
 from torch import nn
@@ -13,7 +15,9 @@ class TrainingStep:
     """Forward, loss and backward of one micro-batch.
 
     With ``compile`` the model runs through ``torch.compile``; if compiling fails on the first call, the step says so
-    once and runs the eager model from then on (a real error recurs in the eager retry and is raised).
+    once and runs the eager model from then on (a real error recurs in the eager retry and is raised).  A first call
+    that compiles says how long it took: on a GPU the compiler, not the data or the model, can be most of a short
+    run's set-up.
     """
 
     def __init__(
@@ -36,8 +40,11 @@ class TrainingStep:
     def __call__(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         if self._untried:
             self._untried = False
+            started = time.perf_counter()
             try:
-                return self._loss_and_backward(inputs, targets)
+                loss = self._loss_and_backward(inputs, targets)
+                self.accelerator.print(f"torch.compile: the first step took {time.perf_counter() - started:.1f} s")
+                return loss
             except Exception as error:  # noqa: BLE001  any compiler failure; a real error recurs in the eager retry
                 first_line = (str(error).strip().splitlines() or [""])[0][:200]
                 self.accelerator.print(
