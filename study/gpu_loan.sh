@@ -20,8 +20,9 @@
 # epochs. A fifth call (2 epochs, cut at 203 s, study/records/gpu/loan-2026-11-28-h100-timing/) found where: about
 # 180 s passed before the runs' first epoch began, and no run had finished a step by 200 s (the same set-up takes 15 s
 # on the 2-core CPU with a 1-block model; the cause on the H100 is not established). So a run is about 190 s + 12 s an epoch + 25 s of testing, and a
-# 10-minute command holds 15 epochs of the three arms. `train` now prints how long its first compiled step took, and
-# loan.log gathers those lines: the next loan says whether the compiler is that set-up. Then the longer schedule:
+# 10-minute command holds 15 epochs of the three arms. Each run's log now times its process start, its set-up and its
+# first compiled step, and loan.log gathers those lines: the next loan says where that time goes. Then the longer
+# schedule:
 #   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=15 JOBS=3 BUDGET=590 bash study/gpu_loan.sh
 # One call, from the checkout root, with the data and the wheels the machine lacks carried along (the fourth loan's
 # way; the tree travels with what is carried, 64 MiB at most: without the records it is 5.4 MB, 65 MB in all):
@@ -153,8 +154,9 @@ for run in sorted(pathlib.Path('runs/gpu/paper').glob('*-seed*')):
     if is_finished(run): trained_attention_entropy(run)" >> "$keep/paper.log" 2>&1 || log "entropy: stopped (exit $?)"
     find runs/gpu/paper \( -name "*.json" -o -name metrics.jsonl -o -name train.log \) \
         -not -path "*/final/*" -not -path "*/checkpoints/*" -exec cp --parents {} "$keep" \; 2>/dev/null
-    grep -HoE "torch.compile: the first step took [0-9.]+ s|warning: torch.compile failed[^)]*\)" \
-        runs/gpu/paper/*-seed*/train.log 2>/dev/null | tee -a "$keep/loan.log"  # the compiler's share
+    # where each run's time before its first epoch went: its process start, its set-up, its first compiled step
+    grep -HoE "process start: [0-9.]+ s|set-up: [0-9.]+ s|torch.compile: the first step took [0-9.]+ s|warning: \
+torch.compile failed[^)]*\)" runs/gpu/paper/*-seed*/train.log 2>/dev/null | tee -a "$keep/loan.log"
     tail -n 8 "$keep/paper.log" | tee -a "$keep/loan.log"
 fi
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>/dev/null | tee -a "$keep/loan.log"

@@ -73,8 +73,9 @@ def resumed_seconds(run_dir: Path) -> float:
         return 0.0
 
 
-def _train_in_this_process(settings: TrainingSettings, log: Path, threads: int) -> None:
-    """The body of a run's own process: its output into ``log``, ``threads`` torch threads, then :func:`run`."""
+def _train_in_this_process(settings: TrainingSettings, log: Path, threads: int, spawned_at: float) -> None:
+    """The body of a run's own process: its output into ``log``, ``threads`` torch threads, then :func:`run`
+    (``spawned_at``: the parent's clock when it started this process, for the line that times the start)."""
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)
     descriptor = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -83,6 +84,7 @@ def _train_in_this_process(settings: TrainingSettings, log: Path, threads: int) 
     import torch
 
     torch.set_num_threads(threads)
+    print(f"process start: {time.time() - spawned_at:.1f} s (a fresh interpreter importing the libraries)", flush=True)
     run(settings)
 
 
@@ -102,7 +104,7 @@ def train_one(settings: TrainingSettings, threads: int) -> tuple[int, float]:
     with (run_dir / RUN_LOG).open("a") as log:
         log.write(f"$ structinit_hf.train.run({json.dumps(settings.flags())})\n")
     process = multiprocessing.get_context("spawn").Process(
-        target=_train_in_this_process, args=(settings, run_dir / RUN_LOG, threads)
+        target=_train_in_this_process, args=(settings, run_dir / RUN_LOG, threads, time.time())
     )
     process.start()
     process.join()

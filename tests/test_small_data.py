@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -131,6 +132,11 @@ def test_tiny_benchmark_trains_reports_and_skips_finished_runs(cifar10_sample, t
         assert saved["arms"][name]["best_run"] == str(runs / f"{name}-seed0")
         assert len(saved["arms"][name]["val_top1"][0]) == 1
         assert not (runs / f"{name}-seed0" / "checkpoints").exists()  # pruned once the run finished
+        # where the time before the first epoch went (a lent GPU's loan.log gathers these lines), in order
+        log = (runs / f"{name}-seed0" / "train.log").read_text()
+        timed = [re.search(rf"{what}: (\d+\.\d) s", log) for what in ("process start", "set-up")]
+        assert all(timed) and timed[0].start() < timed[1].start() < log.index("epoch 1/1"), log[:2000]
+        assert 0 < float(timed[0][1]) < 600 and 0 < float(timed[1][1]) < 600
     assert saved["arms"]["impulse3"]["model"] == "vit_tiny_impulse3"
     assert saved["arms"]["default"]["init"] == {"attention_init": "default"}
     table = (out / "results.md").read_text()

@@ -282,8 +282,10 @@ def run(settings: TrainingSettings, on_epoch: Callable[[dict[str, Any]], None] |
 
     The one entry into training: ``structinit-hf train``, ``compare``, the study's benchmarks and a notebook all call
     it. ``on_epoch`` is called with each epoch's ``metrics.jsonl`` record (a caller's progress display)."""
+    started = time.perf_counter()
     with Checkpointing(settings.run.checkpoint_steps, settings.run.checkpoint_minutes) as checkpointing:
         training = setup_run(settings)  # a signal during it is obeyed before the first step
+        training.accelerator.print(f"set-up: {time.perf_counter() - started:.1f} s (data, model, init, loaders)")
         checkpointing.saved_step = training.state.step  # where the run starts: nothing new to save yet
         training.checkpointing = checkpointing
         try:
