@@ -2,8 +2,8 @@
 # After a loan that ran step 3 of study/gpu_loan.sh (the paper's recipe on all of CIFAR-10): put its finished runs
 # beside the committed ones of the same schedule and rewrite that record (results.md/json, curves.png) over every seed
 # whose three arms are all there, with the tie rule's verdicts. Trains nothing. The 10-epoch schedule's record is
-# study/records/gpu/cifar10-paper-recipe/; a loan of another length (EPOCHS=30) starts or extends its own,
-# study/records/gpu/cifar10-paper-recipe-30ep/, so that no seed meets one of another schedule.
+# study/records/gpu/cifar10-paper-recipe/; a loan of another length (EPOCHS=12) starts or extends its own,
+# study/records/gpu/cifar10-paper-recipe-12ep/, so that no seed meets one of another schedule.
 #
 #   bash study/gpu_loan_merge.sh <files_at>/loan.tgz
 #
