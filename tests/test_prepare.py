@@ -136,10 +136,11 @@ def test_a_compiling_first_step_says_how_long_it_took(monkeypatch, capsys) -> No
     """Catches a loan that cannot tell compiling from the rest of the set-up: the first compiled step's time is
     printed once, and not again on later steps; an eager step prints nothing."""
     import time
-
-    from accelerate import Accelerator
+    from types import SimpleNamespace
 
     from structinit_hf.train.training.step import TrainingStep
+
+    accelerator = SimpleNamespace(print=print, backward=lambda loss: loss.backward())  # no global Accelerator state
 
     def slow_first_call(model):
         calls = []
@@ -157,7 +158,7 @@ def test_a_compiling_first_step_says_how_long_it_took(monkeypatch, capsys) -> No
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     inputs, targets = torch.randn(2, 4), torch.tensor([0, 2])
     for compile in (True, False):
-        step = TrainingStep(model, torch.nn.CrossEntropyLoss(), Accelerator(cpu=True), optimizer, compile=compile)
+        step = TrainingStep(model, torch.nn.CrossEntropyLoss(), accelerator, optimizer, compile=compile)
         capsys.readouterr()
         for _ in range(3):
             step(inputs, targets)
