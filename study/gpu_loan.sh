@@ -23,12 +23,13 @@
 # first batch, the rest mostly compiling) and a 37-40 s first validation (the eval graph compiling), against 12 s for
 # each later epoch; the test then takes about 23 s. So on an H100 a run of E epochs is about 205 s outside its epochs
 # + 115 s for epoch 1 + 12.4 s for each later one (432 s at E = 10, as measured), and the paper step of a 590-s
-# command has 529 s (it starts at about 36 s and leaves 25 s for packing): 12 epochs (about 457 s and the benchmark's
-# wrap-up) fit with some 40 s to spare, 15 do not (an earlier plan here said 15: it left epoch 1 out). (The H200 loan
-# ran the same 10 epochs in 186-192 s, its runs starting minutes after its throughput step had compiled the same model;
-# whether a warm compiler cache or the card made the difference is not established.) Each run's log now times its
-# process start, its set-up and its first compiled step, and loan.log gathers those lines, so the next loan says
-# where the 180 s go. The next loan, the longest whole schedule that fits:
+# command has 529 s (it starts at about 36 s and leaves 25 s for packing). The seed-2 loan's paper step took 42 s more
+# than its slowest run (the benchmark's start and wrap-up, the copying), so 12 epochs (about 457 s a run) leave some
+# 30 s to spare at that loan's pace (the seed-1 loan ran 10% faster), 13 about 18 s, 15 none (an earlier plan here
+# said 15: it left epoch 1 out). (The H200 loan ran the same 10 epochs in 186-192 s, its runs starting minutes after
+# its throughput step had compiled the same model; whether a warm compiler cache or the card made the difference is
+# not established.) Each run's log now times its process start, its set-up and its first compiled step, and loan.log
+# gathers those lines, so the next loan says where the 180 s go. The next loan, the longest whole schedule that fits:
 #   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=12 JOBS=3 BUDGET=590 bash study/gpu_loan.sh
 # One call, from the checkout root, with the data and the wheels the machine lacks carried along (the fourth loan's
 # way; the tree travels with what is carried, 64 MiB at most: without the records it is 5.4 MB, 65 MB in all):
@@ -161,8 +162,8 @@ for run in sorted(pathlib.Path('runs/gpu/paper').glob('*-seed*')):
     find runs/gpu/paper \( -name "*.json" -o -name metrics.jsonl -o -name train.log \) \
         -not -path "*/final/*" -not -path "*/checkpoints/*" -exec cp --parents {} "$keep" \; 2>/dev/null
     # where each run's time before its first epoch went: its process start, its set-up, its first compiled step
-    grep -HoE "process start: [0-9.]+ s|set-up: [0-9.]+ s|torch.compile: the first step took [0-9.]+ s|warning: \
-torch.compile failed[^)]*\)" runs/gpu/paper/*-seed*/train.log 2>/dev/null | tee -a "$keep/loan.log"
+    grep -aHoE "process start: [0-9.]+ s|set-up: [0-9.]+ s|torch.compile: the first step took [0-9.]+ s|warning: \
+torch.compile failed.*" runs/gpu/paper/*-seed*/train.log 2>/dev/null | tee -a "$keep/loan.log"
     tail -n 8 "$keep/paper.log" | tee -a "$keep/loan.log"
 fi
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>/dev/null | tee -a "$keep/loan.log"

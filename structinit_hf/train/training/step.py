@@ -43,8 +43,6 @@ class TrainingStep:
             started = time.perf_counter()
             try:
                 loss = self._loss_and_backward(inputs, targets)
-                self.accelerator.print(f"torch.compile: the first step took {time.perf_counter() - started:.1f} s")
-                return loss
             except Exception as error:  # noqa: BLE001  any compiler failure; a real error recurs in the eager retry
                 first_line = (str(error).strip().splitlines() or [""])[0][:200]
                 self.accelerator.print(
@@ -53,6 +51,9 @@ class TrainingStep:
                 )
                 self._compiled = None
                 self.optimizer.zero_grad()
+            else:
+                self.accelerator.print(f"torch.compile: the first step took {time.perf_counter() - started:.1f} s")
+                return loss
         return self._loss_and_backward(inputs, targets)
 
     def _loss_and_backward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
