@@ -182,7 +182,7 @@ WIDTH_SETTINGS: dict[str, WidthSetting] = {
         3e-4,
         _on_either_device("cpu-proxy-n2500-long-w192-lr3e-4"),
         epochs=50,
-        note="The proxy recipe's rate trained 5x as long, one seed per init: a trend, not a verdict.",
+        note="The proxy recipe's rate trained 5x as long; mimetic at one seed: a trend, not a verdict.",
     ),
     "5000/192/0.001": WidthSetting(
         5_000,
