@@ -139,13 +139,12 @@ if step paper; then
     log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"
     rm -rf runs/gpu/paper
     paper_start=$(date +%s)
-    # where the time goes outside the epochs (an H100 run spent about 180 s before its first step): every 10 s, on
-    # the loan's clock, each run's "<epochs written>:<bytes of train.log>" (the bytes jump when its progress bar
-    # starts) and +done once it has finished
+    # every 10 s, on the loan's clock, each run's epochs written and +done once it has finished (what runs cut by the
+    # budget reached; the time before their first epoch is in their train.log, gathered below)
     while sleep 10; do
         echo "[$(($(date +%s) - start)) s]" $(for run in runs/gpu/paper/*-seed*; do [ -d "$run" ] &&
-            echo "${run##*/}:$(cat "$run/metrics.jsonl" 2>/dev/null | wc -l):$(stat -c %s "$run/train.log" 2>/dev/null)$(
-                [ -f "$run/results.json" ] && echo +done)"; done)
+            echo "${run##*/}:$(cat "$run/metrics.jsonl" 2>/dev/null | wc -l)$([ -f "$run/results.json" ] && echo +done)"
+        done)
     done > "$keep/progress.log" 2>&1 & sampler=$!
     timeout $(limit 25) python3 study/benchmark_small_data.py "${paper[@]}" > "$keep/paper.log" 2>&1 \
         || log "paper recipe: stopped (exit $?)"
