@@ -168,6 +168,19 @@ for _family in STOCK_MODELS:
         PROFILES[_profile.name] = _profile
 
 
+# the layer-scale factorial (issue 67): each layer-scaled family with its layer scale off at init, every gamma 1
+# (init_values=1.0; not None, which timm.create_model drops, nor 0, which closes the rotary ViT's branches)
+for _family in STOCK_MODELS:
+    _base = PROFILES[f"cpu-proxy-n2500-{_family}"]
+    PROFILES[f"{_base.name}-ls1"] = replace(
+        _base,
+        name=f"{_base.name}-ls1",
+        architecture={**_base.architecture, "init_values": 1.0},
+        notes=_base.notes + " Layer scale off at init (init_values=1.0: every block's gamma starts at 1, the block as "
+        "without layer scale); only that differs.",
+    )
+
+
 def _wider(parent: str, width: int, lr: float | None = None) -> Profile:
     """``parent`` at another width (``embed_dim``), still 3 heads: head dimension ``width // 3``, at the peak learning
     rate of that head dimension (:func:`proxy_lr`) unless ``lr`` is given."""

@@ -298,6 +298,25 @@ MODEL_ARMS: dict[str, Arm] = {
             )
             for k in (3, 5)
         ),
+        Arm(
+            "model-impulse3-mimeticvo",
+            "impulse 3x3, mimetic value/output",
+            "",
+            {"attention_init": "impulse", "kernel_size": 3, "value_init": "mimetic"},
+            label="impulse 3x3 + mimetic V/O",
+            family="model",
+        ),
+        *(
+            Arm(
+                f"model-impulse3-attnls{scale:g}",
+                f"impulse 3x3, the attention branch's layer scale started at {scale:g} (the MLP branch's as built)",
+                "",
+                {"attention_init": "impulse", "kernel_size": 3, "attn_layer_scale": scale},
+                label=f"impulse 3x3, attention layer scale {scale:g}",
+                family="model",
+            )
+            for scale in (0.1, 1.0)
+        ),
     )
 }
 

@@ -118,10 +118,17 @@ _FAMILY_NOTES = {
     "relpos": "timm's relative-position ViT (vit_relpos_small_patch16_224: a RelPosMlp bias per block, no class token, "
     "average pool, no qkv bias, layer scale 1e-6) at the ViT proxy's geometry (16 px, patch 2, depth 12, width 48, 3 "
     "heads)",
+    "deit3": "timm's DeiT-III (deit3_small_patch16_224: a plain ViT with layer scale 1e-6, a class token kept out of "
+    "the learned position embedding, class-token pooling) at the ViT proxy's geometry (16 px, patch 2, depth 12, width "
+    "48, 3 heads)",
     "rope": "timm's rotary ViT (vit_small_patch16_rope_224, eva.py: axial RoPE, no absolute code, a class token, qkv "
     "bias, layer scale 1e-5) at the ViT proxy's geometry (16 px, patch 2, depth 12, width 48, 3 heads)",
 }
-STOCK_MODELS = {"relpos": "vit_relpos_small_patch16_224", "rope": "vit_small_patch16_rope_224"}  # family "model"
+STOCK_MODELS = {  # family "model"
+    "deit3": "deit3_small_patch16_224",
+    "relpos": "vit_relpos_small_patch16_224",
+    "rope": "vit_small_patch16_rope_224",
+}
 _STEP_COST = (
     "Sized to the ViT proxy's cost: single thread, batch 256, forward + backward + AdamW step, the median of 5 steps "
     "on the 2-core machine: {cost}"
@@ -133,6 +140,7 @@ _EPOCH_COST = (
 _MEASURED = {
     "swin": _STEP_COST.format(cost="Swin 0.95 s against the ViT's 0.99 s (width 48, depth 12)"),
     "mixer": _STEP_COST.format(cost="Mixer 1.12 s against the ViT's 1.07 s (width 48, depth 12)"),
+    "deit3": "Not sized: the ViT proxy's own blocks and geometry, layer scale and class token added",
     "relpos": _EPOCH_COST.format(cost="16.2 s"),
     "rope": _EPOCH_COST.format(cost="16.9-17.7 s"),
 }

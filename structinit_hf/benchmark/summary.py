@@ -8,9 +8,11 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import timm
 import torch
 
 from ..atomic import write_json, write_text
+from ..init.layer_scale import attention_layer_scale
 from ..train._internal import load_images, load_model
 from .arms import ALL_ARMS, PAPER_TABLE2, REFERENCE_ARMS
 from .attention import attention_entropy
@@ -55,6 +57,17 @@ def trained_attention_entropy(run_dir: Path, num_images: int = ENTROPY_IMAGES) -
     return per_block
 
 
+def built_layer_scale(result: dict[str, Any]) -> float | None:
+    """The attention branch's layer scale (mean gamma) a run's model started with, read from a fresh build of it with
+    the run's model, keywords and init (``None``: no layer scale); ``None`` too for a run that fine-tuned a checkpoint
+    (``model`` a folder or a Hub id), whose gamma came from the checkpoint."""
+    if not timm.is_model(result["model"]):
+        return None
+    with torch.random.fork_rng(devices=[]):
+        model = load_model(result["model"], num_classes=result["num_classes"], model_kwargs=result["model_kwargs"])
+    return attention_layer_scale(model.model)
+
+
 def _read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]
@@ -70,6 +83,7 @@ def _arm_record(name: str, paths: list[Path], results: list[dict[str, Any]]) -> 
         "model": results[0]["model"],
         "model_kwargs": results[0]["model_kwargs"],
         "init": results[0]["init"],
+        "attention_layer_scale": built_layer_scale(results[0]),
         "seeds": [r["args"]["seed"] for r in results],
         "final_top1": [r["top1"] for r in results],
         "final_top5": [r["top5"] for r in results],

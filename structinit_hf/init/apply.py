@@ -17,6 +17,7 @@ from torch import nn
 from . import impulse, solvers, token_mixing
 from .check import InitRefused, attention_blocks, block_patterns, require_pattern
 from .common import seeded_generator
+from .layer_scale import set_attention_scale
 from .layouts import (
     AttentionSlot,
     MixerLayout,
@@ -299,6 +300,15 @@ def _apply(model: nn.Module, method: str, family: str, relative: RelativeLayout 
         _apply_mimetic(vit_layout(model).attentions, settings["seed"])
 
 
+def _open_attention_scale(model: nn.Module, value: float) -> None:
+    """Start every block's attention-branch layer scale at ``value`` (the impulse's ``attn_layer_scale``)."""
+    if not set_attention_scale(model, value):
+        raise InitRefused(
+            model, f"has no layer scale on its attention branch for attn_layer_scale={value!r} to set (the option is "
+            "for layer-scaled ViTs: DeiT-III, the relative-position and rotary ViTs)"
+        )  # fmt: skip
+
+
 def init_refusal(model: nn.Module, method: str = "impulse", **options) -> str | None:
     """Why ``model`` refuses init ``method`` with ``options`` (the one-line message), or ``None`` where it takes it.
 
@@ -349,6 +359,8 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     before = {k: v.detach().clone() for k, v in model.state_dict().items() if checked and not v.is_meta}
     try:
         with _init_defaults():
+            if settings.get("attn_layer_scale") is not None:
+                _open_attention_scale(model, settings["attn_layer_scale"])
             _apply(model, method, family, relative, settings, options)
     except InitRefused:
         model.load_state_dict(before, strict=False)

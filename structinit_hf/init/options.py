@@ -86,6 +86,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def validate_layer_scale(value: float | None) -> None:
+    """``attn_layer_scale``: ``None`` or a number > 0."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
+        raise ValueError(f"attn_layer_scale must be a number > 0 (or None: the model's own), got {value!r}")
+
+
 @dataclass(frozen=True)
 class ImpulseOptions:
     """The impulse initialization's settings; every registered model and config carries these.
@@ -124,6 +130,10 @@ class ImpulseOptions:
         position_scale: factor on the sin-cos position code the model adds to its patch tokens (v2: 18);
             the pseudo input is its LayerNorm, so the solve does not change, only how much position
             outweighs image content in each token at init.
+        attn_layer_scale: where the model's blocks scale their attention branch (layer scale: DeiT-III, the
+            relative-position and rotary ViTs), start that scale at this value instead of the model's own, the
+            MLP branch's left as built (:mod:`.layer_scale`); ``None`` keeps the model's. A model without layer
+            scale refuses a value.
     """
 
     preset: str = "structinit"
@@ -139,6 +149,7 @@ class ImpulseOptions:
     shift_order: str | None = None
     qk_frobenius: float | None = None
     position_scale: float | None = None
+    attn_layer_scale: float | None = None
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -181,6 +192,7 @@ class ImpulseOptions:
             raise ValueError("solver 'svd' needs a sharpness in (0, 1) or a qk_frobenius > 0")
         validate_kernel_size(self.kernel_size)
         validate_shift_order(self.shift_order, self.kernel_size)
+        validate_layer_scale(self.attn_layer_scale)
 
 
 IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # preset, kernel_size, seed, pseudo_input, ...
@@ -201,6 +213,7 @@ class SwinImpulseOptions:
         shift_order: ``"random"`` or ``"centre-first"`` (as the ViT's).
         value_init: ``"default"`` keeps the value/output projections as timm draws them; ``"mimetic"`` gives them
             mimetic init's ``W_v W_proj ~ a Z - b I``.
+        attn_layer_scale: the attention branch's layer scale at init (as the ViT's option); ``None``: as built.
     """
 
     kernel_size: int = 3
@@ -209,6 +222,7 @@ class SwinImpulseOptions:
     per_layer: bool = True
     shift_order: str = "random"
     value_init: str = "default"
+    attn_layer_scale: float | None = None
 
     def __post_init__(self) -> None:
         validate_kernel_size(self.kernel_size)
@@ -217,6 +231,7 @@ class SwinImpulseOptions:
             raise ValueError(f"sharpness must be in (0, 1), got {self.sharpness}")
         if self.value_init not in VALUE_INITS:
             raise ValueError(f"unknown value_init {self.value_init!r}; expected one of {', '.join(VALUE_INITS)}")
+        validate_layer_scale(self.attn_layer_scale)
 
 
 @dataclass(frozen=True)
