@@ -18,7 +18,7 @@ from typing import Any
 from structinit_hf.benchmark.profiles import STOCK_MODELS
 
 from .records import _load, _setting, better_rates, merge_scores
-from .sources import BENCH, WIDTH_SETTINGS
+from .sources import BENCH, LAYER_SCALE_OFF, WIDTH_SETTINGS
 
 __all__ = ["BEYOND_GRIDS", "BEYOND_SETTINGS", "BeyondSetting", "build_beyond"]
 
@@ -125,18 +125,31 @@ for _family, _arms in (("swin", SWIN_ARMS[:3]), ("mixer", MIXER_ARMS)):
             2_500,
         )
 
-# timm's own relative-position and rotary ViTs at the ViT proxy's geometry (issue 56): the model-* arms
-for _family, _what in (("relpos", "relative-position ViT"), ("rope", "rotary (RoPE) ViT")):
-    for _lr, _suffix in ((1e-3, ""), (3e-4, "-lr3e-4")):
-        BEYOND_SETTINGS[f"{_family}/{_lr:g}"] = BeyondSetting(
-            f"timm's {_what} ({STOCK_MODELS[_family]} at 16 px CIFAR-10, patch 2, width 48, depth 12), lr "
-            + f"{_lr:.0e}".replace("e-0", "e-"),
-            _records(f"cpu-proxy-n2500-{_family}{_suffix}"),
-            STOCK_ARMS,
-            "model-default",
-            _lr,
+# timm's own layer-scaled ViTs at the ViT proxy's geometry: the relative-position and rotary ViTs at two rates (issue
+# 56), then issue 67's factorial at 1e-3 on them and DeiT-III: layer scale as timm builds it and off at init (-ls1),
+# each init beside the impulse with mimetic V/O and the impulse opening its own attention branch
+STOCK_NAMES = {"deit3": "DeiT-III", "relpos": "relative-position ViT", "rope": "rotary (RoPE) ViT"}
+FACTORIAL_ARMS = (*STOCK_ARMS, "model-impulse3-mimeticvo", "model-impulse3-attnls0.1", "model-impulse3-attnls1")
+LAYER_SCALE_OFF_ARMS = FACTORIAL_ARMS[:4]  # with every gamma at 1 the branch is open already
+RATE_FAMILIES = ("relpos", "rope")  # the stock families also run at 3e-4
+for _family, _what in STOCK_NAMES.items():
+    _title = f"timm's {_what} ({STOCK_MODELS[_family]} at 16 px CIFAR-10, patch 2, width 48, depth 12)"
+    BEYOND_SETTINGS[f"{_family}/0.001"] = BeyondSetting(
+        f"{_title}, lr 1e-3", _records(f"cpu-proxy-n2500-{_family}"), FACTORIAL_ARMS, "model-default", 1e-3, 2_500
+    )
+    BEYOND_SETTINGS[f"{_family}/ls1"] = BeyondSetting(
+        f"{_title}, layer scale off at init (init_values=1.0), lr 1e-3",
+        _records(f"cpu-proxy-n2500-{_family}-ls1"),
+        LAYER_SCALE_OFF_ARMS,
+        "model-default",
+        1e-3,
+        2_500,
+    )
+    if _family in RATE_FAMILIES:
+        BEYOND_SETTINGS[f"{_family}/0.0003"] = BeyondSetting(
+            f"{_title}, lr 3e-4", _records(f"cpu-proxy-n2500-{_family}-lr3e-4"), STOCK_ARMS, "model-default", 3e-4,
             2_500,
-        )
+        )  # fmt: skip
 
 # Settings apart in the learning rate alone: each init at its better rate. "<family>" is CIFAR-10's grid.
 BEYOND_GRIDS = {
@@ -144,7 +157,7 @@ BEYOND_GRIDS = {
     for family in ("swin", "mixer")
     for name, dataset in ((family, ""), (f"{family}, Fashion-MNIST", "/fashion_mnist"))
 }
-BEYOND_GRIDS.update({family: (f"{family}/0.001", f"{family}/0.0003") for family in STOCK_MODELS})
+BEYOND_GRIDS.update({family: (f"{family}/0.001", f"{family}/0.0003") for family in RATE_FAMILIES})
 
 
 def _check(path: str, record: Mapping[str, Any], setting: BeyondSetting) -> None:
@@ -179,8 +192,42 @@ def build_beyond(root: Path | str, cifar10_width: Mapping[str, Any]) -> dict[str
             assert setting.cifar10 in WIDTH_SETTINGS, setting.cifar10
             settings[key]["cifar10"] = {"setting": setting.cifar10, "vs": cifar10_width[setting.cifar10]["vs"]}
     grids = {}
+    factorial = {family: _factorial(root, family) for family in STOCK_NAMES}
     for name, keys in BEYOND_GRIDS.items():
         arms, reference = BEYOND_SETTINGS[keys[0]].arms, BEYOND_SETTINGS[keys[0]].reference
         scores, rates = better_rates([settings[k] for k in keys], arms)
         grids[name] = {"settings": list(keys), "rates": rates, **_setting(scores, arms, (reference,))}
-    return {"settings": settings, "grids": grids}
+    return {"settings": settings, "grids": grids, "factorial": factorial}
+
+
+def _layer_scales(records: list[Mapping[str, Any]]) -> dict[str, float | None]:
+    """Each arm's starting attention layer scale, as its records read it from the built model (one value an arm)."""
+    scales: dict[str, set] = {}
+    for record in records:
+        for name, arm in record["arms"].items():
+            if "attention_layer_scale" not in arm:
+                raise ValueError(f"{name}: a factorial record without the gamma its model started with")
+            scales.setdefault(name, set()).add(arm["attention_layer_scale"])
+    if any(len(values) > 1 for values in scales.values()):
+        raise ValueError(f"an arm started from two layer scales: {scales}")
+    return {name: values.pop() for name, values in scales.items()}
+
+
+def _factorial(root: Path, family: str) -> dict[str, Any]:
+    """Issue 67's factorial on one layer-scaled family: every (layer scale, init) cell against timm's default as timm
+    builds it, paired on the seed, with the gamma each cell's model started with."""
+    built, built_paths = _load(root, BEYOND_SETTINGS[f"{family}/0.001"].sources)
+    off, off_paths = _load(root, BEYOND_SETTINGS[f"{family}/ls1"].sources)
+    scores = merge_scores(built)
+    scores.update({LAYER_SCALE_OFF + name: per_seed for name, per_seed in merge_scores(off).items()})
+    gammas = _layer_scales(built)
+    gammas.update({LAYER_SCALE_OFF + name: gamma for name, gamma in _layer_scales(off).items()})
+    cells = [*FACTORIAL_ARMS, *(LAYER_SCALE_OFF + name for name in LAYER_SCALE_OFF_ARMS)]
+    return {
+        "model": STOCK_MODELS[family],
+        "name": STOCK_NAMES[family],
+        "cells": cells,
+        "gamma": gammas,
+        "sources": built_paths + off_paths,
+        **_setting(scores, cells, ("model-default", LAYER_SCALE_OFF + "model-default")),
+    }

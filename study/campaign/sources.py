@@ -11,6 +11,7 @@ __all__ = [
     "BENCH",
     "GPU_RECORDS",
     "HEADS",
+    "LAYER_SCALE_OFF",
     "LENGTH_SIZE",
     "LENGTH_SOURCES",
     "MAIN_ARMS",
@@ -80,6 +81,9 @@ RECIPE_KEYS = ("aa", "mixup", "cutmix", "hflip", "scale")  # the recorded train 
 
 
 # The shift 3x3 runs made before `shift` became impulse3's default were recorded under this arm name (same settings).
+LAYER_SCALE_OFF = "layer scale off: "  # issue 67's factorial: the prefix of a cell trained with every gamma at 1
+
+
 ALIASES = {"impulse3-shift": "impulse3"}
 
 

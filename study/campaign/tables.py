@@ -8,7 +8,7 @@ from typing import Any
 from structinit_hf.benchmark.arms import arm_label
 from structinit_hf.benchmark.stats import CLAIM_SEEDS
 
-from .sources import MAIN_ARMS, REFERENCES, SIZE_ARMS, SIZE_TABLE_ARMS, WIDTH_ARMS, WIDTH_REFERENCES
+from .sources import LAYER_SCALE_OFF, MAIN_ARMS, REFERENCES, SIZE_ARMS, SIZE_TABLE_ARMS, WIDTH_ARMS, WIDTH_REFERENCES
 
 __all__ = [
     "beyond_markdown",
@@ -373,6 +373,53 @@ def beyond_markdown(beyond: Mapping[str, Any]) -> list[str]:
         arms = list(grid["rates"])
         out += [*_setting_table(grid, arms, (arms[0],) if arms else ()), "", _best_line(grid), ""]
     out += _families_side_by_side(beyond["grids"])
+    out += factorial_markdown(beyond.get("factorial", {}))
+    return out
+
+
+def _cell_label(name: str) -> str:
+    off = name.startswith(LAYER_SCALE_OFF)
+    return ("layer scale off, " if off else "") + arm_label(name.removeprefix(LAYER_SCALE_OFF))
+
+
+def _gamma(value: float | None) -> str:
+    return "none" if value is None else f"{value:g}"
+
+
+def factorial_markdown(factorial: Mapping[str, Any]) -> list[str]:
+    """Issue 67's layer-scale factorial: per family, every (layer scale, init) cell minus timm's default as timm builds
+    it and minus timm's default with layer scale off, paired on the seed, with each cell's starting gamma."""
+    if not factorial:
+        return []
+    out = [
+        "### Layer scale and the impulse: the factorial (issue 67; lr 1e-3, 10 epochs, 2,500 images)",
+        "",
+        "Every cell against timm's default as timm builds the model (the baseline a user has) and against timm's "
+        "default with layer scale off at init (`init_values=1.0`), paired on the seed. *gamma* is the attention "
+        "branch's layer scale the built model started with, read from the model (mean over blocks).",
+        "",
+    ]
+    for family in factorial.values():
+        refs = ("model-default", LAYER_SCALE_OFF + "model-default")
+        out += [
+            f"#### {family['name']} (`{family['model']}`)",
+            "",
+            "| layer scale, init | gamma | top-1 mean ± std | per seed | minus timm's default as built (paired, per seed) "
+            "| minus timm's default with layer scale off |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name in family["cells"]:
+            arm = family["arms"].get(name)
+            gamma = _gamma(family["gamma"].get(name)) if name in family["gamma"] else "–"
+            if arm is None:
+                out.append(f"| {_cell_label(name)} | {gamma} | not run | – | – | – |")
+                continue
+            cells = [_difference_cell(family["vs"].get(ref, {}).get(name)) for ref in refs]
+            out.append(
+                f"| {_cell_label(name)} | {gamma} | {_fmt(arm)} | {_seeds(arm['per_seed'])} | " + " | ".join(cells)
+                + " |"
+            )  # fmt: skip
+        out += ["", _best_line(family), "", f"Sources: {len(family['sources'])} records.", ""]
     return out
 
 

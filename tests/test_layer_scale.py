@@ -1,0 +1,60 @@
+"""The impulse's ``attn_layer_scale`` (issue 67): the attention branch's layer scale at init, on the layer-scaled
+ViTs timm builds (DeiT-III, relative-position, rotary), the MLP branch's left as built."""
+
+from __future__ import annotations
+
+import pytest
+import timm
+import torch
+
+from structinit_hf import InitRefused, apply_structured_init
+from structinit_hf.init.layer_scale import attention_layer_scale, attention_scales
+
+TINY = dict(img_size=16, patch_size=4, depth=2, embed_dim=24, num_heads=3, num_classes=3)
+FAMILIES = {  # timm name -> where a block keeps its MLP branch's scale
+    "deit3_small_patch16_224": lambda block: block.ls2.gamma,
+    "vit_relpos_small_patch16_224": lambda block: block.ls2.gamma,
+    "vit_small_patch16_rope_224": lambda block: block.gamma_2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_the_option_opens_the_attention_branch_and_leaves_the_mlp_branch(name):
+    """Catches an option that does nothing, that also opens the MLP branch, or that misses a family's attribute."""
+    torch.manual_seed(0)
+    model = timm.create_model(name, **TINY)
+    built = attention_layer_scale(model)
+    mlp_before = [FAMILIES[name](block).detach().clone() for block in model.blocks]
+    apply_structured_init(model, "impulse", attn_layer_scale=0.1)
+    assert built in (1e-6, 1e-5) and len(attention_scales(model)) == TINY["depth"]
+    assert all(torch.equal(scale, torch.full_like(scale, 0.1)) for scale in attention_scales(model))
+    assert all(torch.equal(FAMILIES[name](block), before) for block, before in zip(model.blocks, mlp_before))
+
+
+def test_a_model_without_layer_scale_refuses_the_option_unchanged():
+    """Catches a value silently ignored on a model with nothing to scale, or a refusal after the init has written."""
+    torch.manual_seed(0)
+    model = timm.create_model("vit_tiny_patch16_224", **TINY)
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    with pytest.raises(InitRefused, match="VisionTransformer: has no layer scale on its attention branch"):
+        apply_structured_init(model, "impulse", attn_layer_scale=1.0)
+    assert all(torch.equal(model.state_dict()[key], value) for key, value in before.items())
+    assert not hasattr(model, "structinit_shifts")
+
+
+@pytest.mark.parametrize("value", [0, -0.5, True, "1"])
+def test_a_bad_value_is_refused_naming_the_option(value):
+    """Catches a scale of 0 (a closed branch), a negative one, a bool or a string taken as a number."""
+    model = timm.create_model("deit3_small_patch16_224", **TINY)
+    with pytest.raises(ValueError, match=r"attn_layer_scale must be a number > 0 .*got " + repr(value).replace("(", r"\(")):
+        apply_structured_init(model, "impulse", attn_layer_scale=value)
+
+
+def test_the_opened_scale_is_what_a_stock_timm_build_loads():
+    """Catches an opened scale kept outside the weights (a saved model would start at timm's 1e-6 again)."""
+    torch.manual_seed(0)
+    model = apply_structured_init(timm.create_model("deit3_small_patch16_224", **TINY), "impulse", attn_layer_scale=1.0)
+    fresh = timm.create_model("deit3_small_patch16_224", **TINY)
+    fresh.load_state_dict(model.state_dict())
+    x = torch.randn(2, 3, 16, 16)
+    assert attention_layer_scale(fresh) == 1.0 and torch.equal(fresh(x), model(x))
