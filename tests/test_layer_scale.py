@@ -58,3 +58,42 @@ def test_the_opened_scale_is_what_a_stock_timm_build_loads():
     fresh.load_state_dict(model.state_dict())
     x = torch.randn(2, 3, 16, 16)
     assert attention_layer_scale(fresh) == 1.0 and torch.equal(fresh(x), model(x))
+
+
+# the paper's CIFAR geometry (32 px, width 192, 3 heads, depth 12) at patch 4: an 8 x 8 grid
+PAPER_GEOMETRY = dict(img_size=32, patch_size=4, embed_dim=192, num_heads=3, depth=12, num_classes=10)
+STOCK_LOAD = """
+import sys
+sys.modules["structinit_hf"] = None
+import timm, torch
+from safetensors.torch import load_file
+folder, io = sys.argv[1], load_file(sys.argv[2])
+model = timm.create_model("local-dir:" + folder, pretrained=True).eval()
+with torch.no_grad():
+    assert torch.equal(model(io["pixels"]), io["logits"]), "logits differ"
+print(type(model).__name__, float(model.blocks[0].{scale}.flatten()[0]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, scale", [("deit3_small_patch16_224", "ls1.gamma"), ("vit_small_patch16_rope_224", "gamma_1")]
+)
+def test_a_family_at_the_paper_geometry_takes_the_init_and_loads_in_stock_timm(name, scale, tmp_path):
+    """Catches DeiT-III or a RoPE ViT at the paper's CIFAR geometry that refuses the init (its self-check), and a saved
+    folder that stock timm (no structinit_hf importable) builds with other outputs or another attention scale."""
+    from safetensors.torch import save_file
+    from without_package import run_without_package
+
+    from structinit_hf.train.models.export import save_timm_folder
+
+    torch.manual_seed(0)
+    model = apply_structured_init(timm.create_model(name, **PAPER_GEOMETRY), "impulse")
+    assert len(model.structinit_check) == 12 and attention_layer_scale(model) is not None
+    save_timm_folder(model, tmp_path / "run", [str(i) for i in range(10)])
+    pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        save_file({"pixels": pixels, "logits": model.eval()(pixels)}, tmp_path / "io.safetensors")
+    script = f"import sys\nsys.argv = ['-', {str(tmp_path / 'run')!r}, {str(tmp_path / 'io.safetensors')!r}]\n"
+    out = run_without_package(script + STOCK_LOAD.replace("{scale}", scale), tmp_path).split()
+    assert out[0] == type(model).__name__ and float(out[1]) == pytest.approx(attention_layer_scale(model), rel=1e-3)
