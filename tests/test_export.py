@@ -12,12 +12,14 @@ import pytest
 import timm
 import torch
 from safetensors.torch import load_file, save_file
+from tiny_runs import run, synthetic_dataset
 from transformers import AutoImageProcessor, AutoModelForImageClassification, TimmWrapperConfig, pipeline
 from without_package import run_without_package
 
 import structinit_hf
 from structinit_hf.models import timm_wrapper
 from structinit_hf.models.structinit_vit import default_cfgs
+from structinit_hf.train.models.loading import load_model
 
 LABELS = [f"class_{i}" for i in range(10)]
 
@@ -177,3 +179,53 @@ def test_pytorch_default_init_model_saves(tmp_path: Path):
     with torch.no_grad():
         x = torch.randn(2, 3, 16, 16)
         torch.testing.assert_close(loaded(x), model(x))
+
+
+def test_a_trained_run_loads_exactly_every_documented_way(tmp_path: Path):
+    """A depth-2 run's final/, loaded as README.md and docs/ show: each way gives the logits of the network it saved,
+    or, under a new head, its features. The registered name with the file alone (the name's depth 12) is refused
+    in one line: timm's non-strict load under a new head would fill 2 of 12 blocks and leave the rest fresh."""
+    kwargs = dict(depth=2, img_size=16, patch_size=4, embed_dim=48)
+    argv = ["--model", "vit_tiny_impulse3", "--model-kwargs", *(f"{k}={v}" for k, v in kwargs.items())]
+    dataset, out = synthetic_dataset(tmp_path / "data"), tmp_path / "run"
+    run([*argv, "--dataset", str(dataset), "--output-dir", str(out), "--epochs", "1", "--batch-size", "8"])
+    final, file = out / "final", str(out / "final" / "model.safetensors")
+    config = json.loads((final / "config.json").read_text())
+    saved = timm.create_model(config["architecture"], num_classes=4, **config["model_args"]).eval()
+    saved.load_state_dict(load_file(file), strict=True)
+    pixels = torch.randn(2, 3, 16, 16)
+    overlay = dict(pretrained_cfg_overlay=dict(file=file))
+    with torch.no_grad():
+        logits, features = saved(pixels), saved.forward_features(pixels)
+        exact = {
+            "local-dir": timm.create_model(f"local-dir:{final}", pretrained=True),
+            "name + file": timm.create_model("vit_tiny_impulse3", pretrained=True, **overlay, **kwargs),
+            "name + file, its classes": timm.create_model(
+                "vit_tiny_impulse3", pretrained=True, num_classes=4, **overlay, **kwargs
+            ),
+            "structinit-hf --model": load_model(str(final)).model,
+        }
+        for route, model in exact.items():
+            assert torch.equal(model.eval()(pixels), logits), route
+        from_pretrained = AutoModelForImageClassification.from_pretrained(final).eval()
+        assert torch.equal(from_pretrained(pixels).logits, logits)
+        new_head = {
+            "local-dir": timm.create_model(f"local-dir:{final}", pretrained=True, num_classes=3),
+            "name + file": timm.create_model("vit_tiny_impulse3", pretrained=True, num_classes=3, **overlay, **kwargs),
+            "train.py --pretrained-path": timm.create_model(
+                "vit_tiny_impulse3",
+                pretrained=True,
+                num_classes=4,
+                pretrained_cfg_overlay=dict(file=file, num_classes=-1),
+                **kwargs,
+            ),
+            "from_pretrained": AutoModelForImageClassification.from_pretrained(
+                final, num_labels=3, ignore_mismatched_sizes=True
+            ).timm_model,
+        }
+        for route, model in new_head.items():
+            assert torch.equal(model.eval().forward_features(pixels), features), route
+    run_geometry = {k: v for k, v in kwargs.items() if k != "depth"}  # all but the depth: the name's 12 blocks
+    for num_classes in (3, 4):
+        with pytest.raises(ValueError, match=r"tensors missing from the weights \(blocks\.\d+\..*local-dir:"):
+            timm.create_model("vit_tiny_impulse3", pretrained=True, num_classes=num_classes, **overlay, **run_geometry)

@@ -1,6 +1,6 @@
 """What the registry's model files share: the CIFAR-10 data cfg, the geometry check, and the build steps every
 registered name takes (its data cfg following ``img_size``, the early failure of ``pretrained=True`` without weights,
-the keywords kept out of an export's ``model_args``)."""
+weights loaded whole or refused, the keywords kept out of an export's ``model_args``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from huggingface_hub import is_offline_mode, try_to_load_from_cache
 from huggingface_hub.errors import LocalEntryNotFoundError
+from safetensors import safe_open
 from timm.models import get_pretrained_cfg
 from torch import nn
 
@@ -22,6 +23,7 @@ __all__ = [
     "check_geometry",
     "cifar_cfg",
     "input_cfg",
+    "pretrained_args",
     "require_hub_weights",
     "without_network_args",
 ]
@@ -64,6 +66,52 @@ def input_cfg(model_args: dict[str, Any]) -> dict[str, Any]:
     """
     size = to_pair(model_args.get("img_size", 224), "img_size")
     return {"input_size": (model_args.get("in_chans", 3), *size)}
+
+
+def pretrained_args(
+    variant: str, pretrained: bool, model_args: dict[str, Any], filter_fn: Any = None
+) -> dict[str, Any]:
+    """``build_model_with_cfg``'s loading keywords for a registered name; pops ``pretrained_cfg_overlay``.
+
+    The data cfg follows ``img_size``. A local file (``pretrained_cfg_overlay=dict(file=...)``) states its own class
+    count, as a Hub cfg does, so timm keeps the file's head when ``num_classes`` asks for as many. Weights load whole
+    or not at all: timm loads non-strictly once it drops a head, which would leave every tensor the file lacks (the
+    blocks of a shallower run) at its random init without a word.
+    """
+    overlay = {**input_cfg(model_args), **(model_args.pop("pretrained_cfg_overlay", None) or {})}
+    if not pretrained:
+        return dict(pretrained_cfg_overlay=overlay)
+    classifier = get_pretrained_cfg(variant).classifier
+    if str(overlay.get("file", "")).endswith(".safetensors") and "num_classes" not in overlay:
+        with safe_open(overlay["file"], "pt") as weights:
+            if f"{classifier}.weight" in weights.keys():
+                overlay["num_classes"] = weights.get_slice(f"{classifier}.weight").get_shape()[0]
+    if not model_args.get("pretrained_strict", True):  # the caller asked for a partial load
+        return dict(pretrained_cfg_overlay=overlay, pretrained_filter_fn=filter_fn)
+
+    def load_whole(state_dict: dict[str, Any], model: nn.Module) -> dict[str, Any]:
+        state_dict = filter_fn(state_dict, model) if filter_fn is not None else state_dict
+        own = {k: v for k, v in model.state_dict().items() if not k.startswith(f"{classifier}.")}
+        given = {k: v for k, v in state_dict.items() if not k.startswith(f"{classifier}.")}
+        misfits = [
+            (what, sorted(keys))
+            for what, keys in (
+                ("missing from the weights", own.keys() - given.keys()),
+                ("not in the model", given.keys() - own.keys()),
+                ("of another shape", {k for k in own.keys() & given.keys() if own[k].shape != given[k].shape}),
+            )
+            if keys
+        ]
+        if misfits:
+            found = "; ".join(f"{len(keys)} tensors {what} ({keys[0]} ...)" for what, keys in misfits)
+            raise ValueError(
+                f"the weights are not the network {variant} builds with these keywords: {found}. Pass the keywords "
+                "they were trained with (a run's final/config.json model_args), or load a run's folder whole with "
+                "timm.create_model('local-dir:<folder>', pretrained=True)"
+            )
+        return state_dict
+
+    return dict(pretrained_cfg_overlay=overlay, pretrained_filter_fn=load_whole)
 
 
 def require_hub_weights(variant: str, pretrained: bool, kwargs: dict[str, Any]) -> None:

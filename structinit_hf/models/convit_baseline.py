@@ -7,7 +7,7 @@ from typing import Any
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.convit import ConVit
 
-from .common import NOT_NETWORK_ARGS, check_geometry, cifar_cfg, input_cfg, require_hub_weights
+from .common import NOT_NETWORK_ARGS, check_geometry, cifar_cfg, pretrained_args, require_hub_weights
 
 __all__ = ["default_cfgs"]  # @register_model adds each name
 
@@ -18,12 +18,12 @@ def _create_convit(variant: str, pretrained: bool = False, **kwargs: Any) -> Con
     check_geometry(
         kwargs.get("img_size", 224), kwargs.get("patch_size", 16), kwargs.get("embed_dim", 48) * heads, heads
     )
-    overlay = {**input_cfg(kwargs), **(kwargs.pop("pretrained_cfg_overlay", None) or {})}
+    loading = pretrained_args(variant, pretrained, kwargs)
     model = build_model_with_cfg(
         ConVit,
         variant,
         pretrained,
-        pretrained_cfg_overlay=overlay,
+        **loading,
         feature_cfg=dict(out_indices=3, feature_cls="getter"),
         **kwargs,
     )

@@ -15,7 +15,7 @@ from typing import Any
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.mlp_mixer import MlpMixer, checkpoint_filter_fn
 
-from .common import StructuredInitMixin, cifar_cfg, input_cfg, require_hub_weights, without_network_args
+from .common import StructuredInitMixin, cifar_cfg, pretrained_args, require_hub_weights, without_network_args
 
 __all__ = ["STOCK_MIXERS", "StructInitMlpMixer", "default_cfgs"]  # @register_model adds each name
 
@@ -78,13 +78,12 @@ def _create_mixer(variant: str, pretrained: bool = False, **kwargs: Any) -> Stru
         StructInitMlpMixer.pop_init(model_args, model_args.get("attention_init", "impulse"))
         model_args["attention_init"] = "default"
     out_indices = model_args.pop("out_indices", 3)
-    overlay = {**input_cfg(model_args), **(model_args.pop("pretrained_cfg_overlay", None) or {})}
+    loading = pretrained_args(variant, pretrained, model_args, checkpoint_filter_fn)
     model = build_model_with_cfg(
         StructInitMlpMixer,
         variant,
         pretrained,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        pretrained_cfg_overlay=overlay,
+        **loading,
         feature_cfg=dict(out_indices=out_indices, feature_cls="getter"),
         **model_args,
     )

@@ -15,7 +15,7 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models.swin_transformer import SwinTransformer, checkpoint_filter_fn
 
-from .common import StructuredInitMixin, cifar_cfg, input_cfg, require_hub_weights, without_network_args
+from .common import StructuredInitMixin, cifar_cfg, pretrained_args, require_hub_weights, without_network_args
 
 __all__ = ["StructInitSwinTransformer", "default_cfgs"]  # @register_model adds each name
 
@@ -59,13 +59,12 @@ def _create_swin(variant: str, pretrained: bool = False, **kwargs: Any) -> Struc
         StructInitSwinTransformer.pop_init(model_args, model_args.get("attention_init", "impulse"))
         model_args["attention_init"] = "default"
     out_indices = model_args.pop("out_indices", tuple(range(len(model_args.get("depths", (1, 1, 3, 1))))))
-    overlay = {**input_cfg(model_args), **(model_args.pop("pretrained_cfg_overlay", None) or {})}
+    loading = pretrained_args(variant, pretrained, model_args, checkpoint_filter_fn)
     model = build_model_with_cfg(
         StructInitSwinTransformer,
         variant,
         pretrained,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        pretrained_cfg_overlay=overlay,
+        **loading,
         feature_cfg=dict(flatten_sequential=True, out_indices=out_indices),
         **model_args,
     )

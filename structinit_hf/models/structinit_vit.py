@@ -30,7 +30,7 @@ from .common import (
     InitAgainAfterTransformersRedraws,
     check_geometry,
     cifar_cfg,
-    input_cfg,
+    pretrained_args,
     require_hub_weights,
 )
 
@@ -140,13 +140,12 @@ def _create_vision_transformer(variant: str, pretrained: bool = False, **kwargs:
         if settings.get("pseudo_input") == "learned" and model_args.get("pos_embed", "sincos") == "sincos":
             model_args["pos_embed"] = "learn"  # v2's code trains: a parameter
         model_args["attention_init"] = "default"
-    overlay = {**input_cfg(model_args), **(model_args.pop("pretrained_cfg_overlay", None) or {})}
+    loading = pretrained_args(variant, pretrained, model_args, checkpoint_filter_fn)
     model = build_model_with_cfg(
         StructInitVisionTransformer,
         variant,
         pretrained,
-        pretrained_filter_fn=checkpoint_filter_fn,
-        pretrained_cfg_overlay=overlay,
+        **loading,
         feature_cfg=dict(out_indices=3, feature_cls="getter"),
         **model_args,
     )
