@@ -3,8 +3,9 @@
     accelerate launch scripts/train.py --model vit_tiny_impulse3 --dataset uoft-cs/cifar10 --output-dir runs/c10
     accelerate launch scripts/train.py --model vit_tiny_impulse3 --dataset ../shared/data/cifar10-small --epochs 5
 
-Rerun the same command with ``--resume latest`` after a kill.  A user error ends as one line and exit
-status 2 (``--debug`` shows the traceback).  See the "Training" section of the README for every flag.
+``--output-dir <run> --resume latest`` continues a run after a kill, with the flags it was started with.  A user
+error ends as one line and exit status 2 (``--debug`` shows the traceback).  See the "Training" section of the README
+for every flag.
 """
 
 import sys

@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from tiny_runs import TIMINGS, run, run_killed_at, synthetic_args, synthetic_dataset, weights
 
+from structinit_hf.__main__ import main
+from structinit_hf.train import TrainingSettings
+from structinit_hf.train.cli.args import settings_from_args, training_parser
+from structinit_hf.train.cli.errors import UsageError
 from structinit_hf.train.data.dataloaders import EpochShuffleSampler
 from structinit_hf.train.training import stopping
-from structinit_hf.train.training.run_folder import LOCK_FILE
+from structinit_hf.train.training.run_folder import LOCK_FILE, ResumePoint, with_recorded_flags
 from structinit_hf.train.training.step import TrainingStep
 from structinit_hf.train.training.stopping import TrainingStopped, resume_command
 
@@ -77,30 +85,34 @@ def test_a_kill_inside_an_epoch_resumes_from_its_step_checkpoint_to_the_same_wei
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0001", "epoch_0001_step_00000006"]
     state = json.loads((out / "checkpoints" / "epoch_0001_step_00000006" / "trainer_state.json").read_text())
     assert (state["epoch"], state["step"], state["epoch_step"]) == (1, 6, 2)
-    run(command)
+    assert main(["train", "--output-dir", str(out), "--resume", "latest"]) == 0  # the flags its checkpoint recorded
     assert passes == [1]  # the resumed pass starts in epoch 2 (the killed child's passes are its own)
     _same_run(reference_dir, out)
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0003"]  # --keep-checkpoints 1
 
 
 @pytest.mark.slow
-def test_sigterm_finishes_the_step_saves_releases_the_lock_and_the_run_resumes(reference, tmp_path, monkeypatch):
+def test_sigterm_finishes_the_step_saves_releases_the_lock_and_the_run_resumes(
+    reference, tmp_path, monkeypatch, capsys
+):
     """Catches a signal that kills the run (nothing saved since the last epoch, run.lock left), one obeyed in the
-    middle of a step (a checkpoint of half-applied gradients), and a stop whose checkpoint does not resume to the
-    uninterrupted weights."""
+    middle of a step (a checkpoint of half-applied gradients), a stop whose checkpoint does not resume to the
+    uninterrupted weights, and a stop line whose short resume command (--output-dir and --resume latest) trains with
+    the defaults instead of the flags the run was started with."""
     dataset, reference_dir = reference
     out = tmp_path / "stopped"
     _signal_at_step(monkeypatch, signal.SIGTERM, at=6)
-    with pytest.raises(TrainingStopped) as stopped:
-        run(_command(dataset, out))
+    monkeypatch.setattr(sys, "argv", ["/x/bin/structinit-hf", "train"])
+    capsys.readouterr()
+    assert main(["train", *_command(dataset, out)]) == stopping.STOPPED_EXIT_STATUS
     checkpoint = out / "checkpoints" / "epoch_0001_step_00000006"
-    assert str(stopped.value) == (
-        f"stopped by SIGTERM in epoch 2 after step 6: saved {checkpoint}; resume with: the same run with --resume "
-        "latest"
+    resume = f"structinit-hf train --output-dir {out} --resume latest"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"stopped by SIGTERM in epoch 2 after step 6: saved {checkpoint}; resume with: {resume}"
     )
     assert not (out / LOCK_FILE).exists() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     monkeypatch.undo()
-    run(_command(dataset, out))
+    assert main(shlex.split(resume)[1:]) == 0
     _same_run(reference_dir, out)
 
 
@@ -135,26 +147,61 @@ def test_a_second_signal_stops_at_once_and_a_signal_before_any_step_saves_nothin
     assert not (tmp_path / "early" / "checkpoints").exists()
 
 
-def test_the_resume_command_is_the_command_line_with_resume_latest(monkeypatch) -> None:
-    """Catches a resume line that keeps the old --resume value, drops the user's flags or names another program."""
+def test_the_resume_command_is_the_output_dir_once_a_checkpoint_holds_the_flags(monkeypatch) -> None:
+    """Catches a resume line that keeps the old --resume value, drops the user's flags before the first checkpoint
+    (nothing recorded them yet), lists them all once one did, or names another program or command."""
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    argv = ["/x/bin/structinit-hf", "train", "--output-dir", "my runs/a", "--resume", "runs/a/checkpoints/epoch_0001"]
-    assert resume_command(argv) == "structinit-hf train --output-dir 'my runs/a' --resume latest"
-    assert resume_command(["scripts/train.py", "--resume=latest", "--epochs", "3"]) == (
+    argv = ["/x/bin/structinit-hf", "train", "--output-dir", "my runs/a", "--epochs", "3", "--resume", "runs/a/c/e"]
+    assert resume_command(Path("my runs/a/checkpoints/epoch_0001"), argv) == (
+        "structinit-hf train --output-dir 'my runs/a' --resume latest"
+    )
+    assert resume_command(None, argv) == "structinit-hf train --output-dir 'my runs/a' --epochs 3 --resume latest"
+    assert resume_command(None, ["scripts/train.py", "--resume=latest", "--epochs", "3"]) == (
         "python scripts/train.py --epochs 3 --resume latest"
     )
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert resume_command(["/site/structinit_hf/__main__.py", "train", "--epochs", "3"]) == (
-        "accelerate launch <your launch flags> -m structinit_hf train --epochs 3 --resume latest"
+    assert resume_command(Path("runs/a/checkpoints/epoch_0001"), ["/site/structinit_hf/__main__.py", "train"]) == (
+        "accelerate launch <your launch flags> -m structinit_hf train --output-dir runs/a --resume latest"
     )
+
+
+def test_a_resume_takes_the_flags_not_given_from_its_checkpoint_and_checks_those_given(tmp_path) -> None:
+    """Catches `--output-dir X --resume latest` alone training with the defaults (the first check to trip was the
+    memory plan's, for --batch-size 512) or dropping the run's checkpoint clock, and a flag given on the command line
+    that is replaced by the recorded one (even one given at its default value) instead of being refused when it
+    differs."""
+    started = TrainingSettings().with_flags(
+        batch_size=16, epochs=3, model_kwargs={"depth": 1}, grad_accum=2, checkpoint_minutes=10.0, keep_checkpoints=1
+    )
+    checkpoint = tmp_path / "run" / "checkpoints" / "epoch_0001"
+    checkpoint.mkdir(parents=True)
+    state = {"epoch": 1, "step": 2, "images_seen": 32, "wall_time_s": 1.0, "settings": started.flags()}
+    (checkpoint / "trainer_state.json").write_text(json.dumps(state))
+
+    def resumed(*flags: str) -> TrainingSettings:
+        args = training_parser().parse_args(["--output-dir", str(tmp_path / "run"), "--resume", "latest", *flags])
+        return with_recorded_flags(settings_from_args(args), args.flags_given)
+
+    alone = resumed()
+    assert alone.recipe == replace(started.recipe, grad_accum=None)  # the run's accumulation: open_run_folder's
+    assert (alone.model, alone.data, alone.speed) == (started.model, started.data, started.speed)
+    assert alone.run == replace(started.run, output_dir=tmp_path / "run", resume="latest")
+    ResumePoint(checkpoint, state).check_same_flags(alone.flags(grad_accum=2))
+    assert resumed("--keep-checkpoints", "3").run.keep_checkpoints == 3  # a flag given is taken as given
+    for flags, refused in (
+        (["--batch-size", "512"], "--batch-size 16 (now 512)"),
+        (["--epochs", "4"], "--epochs 3 (now 4)"),
+    ):
+        with pytest.raises(UsageError, match=re.escape(f"the run was started with {refused};")):
+            ResumePoint(checkpoint, state).check_same_flags(resumed(*flags).flags(grad_accum=2))
+    fresh = training_parser().parse_args(["--output-dir", str(tmp_path / "new"), "--resume", "latest"])
+    assert with_recorded_flags(settings_from_args(fresh), fresh.flags_given) == settings_from_args(fresh)
 
 
 @pytest.mark.slow
 def test_compare_stopped_by_a_signal_says_how_to_resume_and_its_rerun_resumes_the_run(tmp_path, monkeypatch, capsys):
     """Catches a comparison that a signal kills (its lock left, the run's steps lost), a line that names train's
     command instead of compare's, and a rerun that trains the stopped run afresh instead of resuming it."""
-    from structinit_hf.__main__ import main
-
     tiny = ["--epochs", "1", "--max-train-samples", "64", "--batch-size", "32", "--model-kwargs", "depth=1"]
     command = ["compare", "--arms", "default", "mimetic", *tiny]
     assert main([*command, "--output-dir", str(tmp_path / "clean")]) == 0
@@ -195,9 +242,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def test_under_accelerate_launch_a_signal_to_one_process_stops_both_after_the_same_step(tmp_path):
     """Catches processes that disagree on the step to stop at (the one signalled stops, the other waits for it in the
     next collective until a timeout), and a checkpoint written by one process only."""
-    import shlex
     import subprocess
-    import sys
 
     from tiny_runs import REPO, script_env
 
@@ -216,7 +261,7 @@ def test_under_accelerate_launch_a_signal_to_one_process_stops_both_after_the_sa
         "stopped by" + line.split("stopped by", 1)[1] for line in done.stderr.splitlines() if "stopped by" in line
     )
     checkpoint = out / "checkpoints" / "epoch_0000_step_00000003"
-    resume = shlex.join([str(REPO / "scripts" / "train.py"), *synthetic_args(dataset, out), "--resume", "latest"])
+    resume = shlex.join([str(REPO / "scripts" / "train.py"), "--output-dir", str(out), "--resume", "latest"])
     assert lines == [
         f"stopped by {name} in epoch 1 after step 3: saved {checkpoint}; resume with: accelerate launch <your launch "
         f"flags> {resume}"

@@ -15,6 +15,7 @@ from ..settings import INPUT_PIPELINES, TrainingSettings, dataset_source
 
 __all__ = [
     "DefaultsHelpFormatter",
+    "FlagsGivenParser",
     "KeyValueAction",
     "add_dataset_arguments",
     "add_model_arguments",
@@ -67,6 +68,19 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         if action.required:
             return f"{text} (required)"
         return f"{text} (default: {_shown(action.default).replace('%', '%%')})"
+
+
+class FlagsGivenParser(argparse.ArgumentParser):
+    """argparse's parser that also notes which flags the command line gave, by their ``dest``, in
+    ``args.flags_given``: a resumed run takes the others from what its checkpoint recorded."""
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201  argparse's signature
+        parsed, extras = super().parse_known_args(args, namespace)
+        unset = object()  # argparse fills in a default only where the namespace has no value yet
+        probe = argparse.Namespace(**{action.dest: unset for action in self._actions})
+        super().parse_known_args(args, probe)
+        parsed.flags_given = frozenset(dest for dest, value in vars(probe).items() if value is not unset)
+        return parsed, extras
 
 
 def settings_from_args(args: argparse.Namespace) -> TrainingSettings:
@@ -172,7 +186,7 @@ def evaluation_parser() -> argparse.ArgumentParser:
 
 def training_parser() -> argparse.ArgumentParser:
     """Every flag of ``scripts/train.py``; the defaults are the paper's CIFAR recipe."""
-    parser = argparse.ArgumentParser(
+    parser = FlagsGivenParser(
         allow_abbrev=False,
         description="Train a ViT (or any timm / transformers classifier) on an image-classification dataset.",
         formatter_class=DefaultsHelpFormatter,
@@ -314,8 +328,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--resume",
         default=None,
-        help="'latest' (a fresh start if there is none yet) or a checkpoint; default: a fresh run (a folder that "
-        "holds checkpoints is refused)",
+        help="'latest' (a fresh start if there is none yet) or a checkpoint; the run continues with the flags its "
+        "checkpoint recorded (a flag given must agree); default: a fresh run (a folder that holds checkpoints is "
+        "refused)",
     )
     run.add_argument(
         "--report-to", choices=("none", "tensorboard"), default="none", help="tracker for the logged metrics"

@@ -167,12 +167,13 @@ def save_training_state(
     accelerator: Accelerator,
     output_dir: Path,
     state: RunState,
-    result_flags: dict[str, Any],
+    flags: dict[str, Any],
     ema: ModelEmaV3 | None,
     keep: int,
 ) -> Path:
     """Write ``checkpoints/epoch_XXXX`` (a temporary folder, then a rename), recording ``state`` and the run's
-    ``result_flags`` (what a resumed run must keep); keep the newest ``keep``."""
+    ``flags`` (what a resume takes the flags it is not given from, and must keep those deciding the result); keep the
+    newest ``keep``."""
     checkpoints = Path(output_dir) / "checkpoints"
     target = checkpoints / state.checkpoint_name
     temporary = checkpoints / f".{target.name}.tmp"
@@ -188,7 +189,7 @@ def save_training_state(
             if accelerator.is_main_process:
                 if ema is not None:
                     safetensors.torch.save_model(ema.module, str(temporary / EMA_WEIGHTS))
-                trainer_state = {**asdict(state), "settings": result_flags}  # the key older runs wrote
+                trainer_state = {**asdict(state), "settings": flags}  # older runs wrote the result flags only
                 (temporary / TRAINER_STATE).write_text(json.dumps(trainer_state, indent=2) + "\n")
                 swap_in_folder(temporary, target)
     except BaseException:

@@ -36,7 +36,7 @@ from ..models.export import save_final_model
 from ..settings import RunRecord, TrainingSettings
 from .checkpoints import complete_checkpoints, last_good, save_training_state, writing
 from .prepare import Run, setup_run
-from .run_folder import METRICS, append_metrics, result_flags
+from .run_folder import METRICS, append_metrics, with_recorded_flags
 from .stopping import Checkpointing, TrainingStopped, resume_command
 
 __all__ = [
@@ -85,7 +85,7 @@ def _mean_loss(run: Run, loss_sum: torch.Tensor, micro_steps: int, epoch: int) -
 def _save(run: Run) -> Path:
     """Checkpoint where the run is now (keeping the newest ``--keep-checkpoints``)."""
     path = save_training_state(
-        run.accelerator, run.output_dir, run.state, result_flags(run.flags), run.ema, run.settings.run.keep_checkpoints
+        run.accelerator, run.output_dir, run.state, run.flags, run.ema, run.settings.run.keep_checkpoints
     )
     if run.checkpointing is not None:
         run.checkpointing.saved(run.state.step)
@@ -322,10 +322,11 @@ def _train(training: Run, on_epoch: Callable[[dict[str, Any]], None] | None) -> 
 
 
 def run_command(args: argparse.Namespace) -> RunRecord:
-    """``structinit-hf train`` (``scripts/train.py``): :func:`run` on the settings of the parsed command line; stopped
-    by a signal, it names the command line that resumes."""
+    """``structinit-hf train`` (``scripts/train.py``): :func:`run` on the settings of the parsed command line, a resumed
+    run's flags not given taken from its checkpoint; stopped by a signal, it names the command line that resumes."""
+    settings = with_recorded_flags(settings_from_args(args), args.flags_given)
     try:
-        return run(settings_from_args(args))
+        return run(settings)
     except TrainingStopped as stopped:
-        stopped.resume = resume_command()
+        stopped.resume = resume_command(stopped.checkpoint)
         raise

@@ -6,7 +6,8 @@ A run folder holds ``checkpoints/epoch_XXXX/`` (:mod:`.checkpoints`), ``metrics.
 checkpoint ``--resume`` names, read once into a :class:`ResumePoint`. Once the model is prepared,
 :func:`start_run_state` refuses other result flags than the run was started with (:meth:`ResumePoint.check_same_flags`),
 restores the checkpoint and cuts ``metrics.jsonl`` back to it, so the same command works before and after a kill at
-any instant and no epoch is logged twice.
+any instant and no epoch is logged twice. On the command line ``--output-dir X --resume latest`` alone is that command:
+:func:`with_recorded_flags` takes every result flag the command line leaves out from the checkpoint.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from torch import nn
 
 from ...atomic import recover_folder, write_text
 from ..cli.errors import UsageError
+from ..settings import TrainingSettings
 from .checkpoints import RunState, complete_checkpoints, find_checkpoint, load_training_state, read_trainer_state
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "open_run_folder",
     "result_flags",
     "start_run_state",
+    "with_recorded_flags",
 ]
 
 LOCK_FILE = "run.lock"
@@ -119,10 +123,10 @@ class ResumePoint:
     def check_same_flags(self, flags: dict[str, Any]) -> None:
         """Refuse to resume with result flags other than those the run was started with (``flags`` is the run's whole
         record, :meth:`~structinit_hf.train.settings.TrainingSettings.flags`)."""
-        started = self.trainer_state.get("settings")  # the result flags, under the key older runs wrote
+        started = self.trainer_state.get("settings")  # the run's flags (older runs: the result flags only)
         if self.checkpoint is None or started is None:  # a fresh start, or a checkpoint from before they were recorded
             return
-        now = result_flags(flags)
+        started, now = result_flags(started), result_flags(flags)
         changed = sorted(key for key in started.keys() | now.keys() if started.get(key) != now.get(key))
         if changed:
             differences = ", ".join(f"{_flag(key, started.get(key))} (now {now.get(key)})" for key in changed)
@@ -130,6 +134,21 @@ class ResumePoint:
                 f"cannot resume {self.checkpoint}: the run was started with {differences}; resume with the flags it "
                 "was started with, or pass another --output-dir to start a new run with these"
             )
+
+
+def with_recorded_flags(settings: TrainingSettings, given: Collection[str]) -> TrainingSettings:
+    """``settings`` with the flags that the checkpoint ``--resume`` names recorded, for every flag not in ``given``
+    (the ``dest`` of each flag the command line gave; those deciding the result are checked against the record as
+    the run starts). Unchanged for a fresh start. Never taken: ``--output-dir`` and ``--resume`` (they found the
+    checkpoint) and ``--grad-accum`` (:func:`open_run_folder` keeps the run's, as its memory plan fitted it)."""
+    if settings.run.resume is None:
+        return settings
+    output_dir = settings.run.output_dir or default_output_dir(settings.model.model, settings.data.dataset)
+    checkpoint = find_checkpoint(output_dir, settings.run.resume)
+    recorded = read_trainer_state(checkpoint).get("settings") or {} if checkpoint is not None else {}
+    kept = {*given, "output_dir", "resume", "grad_accum"}
+    flags = TrainingSettings.flag_names()
+    return settings.with_flags(**{key: value for key, value in recorded.items() if key in flags and key not in kept})
 
 
 def open_run_folder(
@@ -253,7 +272,7 @@ def append_metrics(output_dir: Path, record: dict[str, Any]) -> None:
 
 def result_flags(flags: dict[str, Any]) -> dict[str, Any]:
     """Those of the recorded ``flags`` (:meth:`~..settings.TrainingSettings.flags`) that decide a run's
-    result: what a resumed run must keep (``trainer_state.json``'s ``settings``)."""
+    result: what a resumed run must keep."""
     return {key: value for key, value in flags.items() if key not in RESULT_NEUTRAL_FLAGS}
 
 

@@ -122,25 +122,29 @@ class Checkpointing:
         return TrainingStopped(name, where, checkpoint, saved, resume="the same run with --resume latest")
 
 
-def resume_command(argv: list[str] | None = None) -> str:
-    """The command line that continues this run: ``argv`` (default: this process's) with ``--resume latest``."""
+def resume_command(checkpoint: Path | None, argv: list[str] | None = None) -> str:
+    """The command line that continues this run: the program (from ``argv``, default: this process's) with the run's
+    ``--output-dir`` and ``--resume latest`` once it has a ``checkpoint`` (which recorded the other flags); before the
+    first checkpoint, ``argv`` itself with ``--resume latest``."""
     argv = list(sys.argv if argv is None else argv)
-    script, rest = Path(argv[0]).name, argv[1:]
-    if script == "__main__.py":  # python -m structinit_hf train ..., or accelerate launch -m structinit_hf train ...
-        program = ["python", "-m", "structinit_hf"]
-    elif script.endswith(".py"):
-        program = ["python", argv[0]]
+    script = Path(argv[0]).name
+    if script.endswith(".py") and script != "__main__.py":  # python scripts/train.py ...
+        program, rest = ["python", argv[0]], argv[1:]
+    else:  # structinit-hf train ..., python -m structinit_hf train ... (accelerate launch -m structinit_hf train ...)
+        launcher = ["python", "-m", "structinit_hf"] if script == "__main__.py" else [script]
+        program, rest = [*launcher, *argv[1:2]], argv[2:]
+    if checkpoint is not None:  # <output-dir>/checkpoints/<name>
+        words = ["--output-dir", str(Path(checkpoint).parents[1])]
     else:
-        program = [script]
-    words, skip = [], False
-    for word in rest:
-        if skip or word.startswith("--resume="):
-            skip = False
-            continue
-        if word == "--resume":
-            skip = True
-            continue
-        words.append(word)
+        words, skip = [], False
+        for word in rest:
+            if skip or word.startswith("--resume="):
+                skip = False
+                continue
+            if word == "--resume":
+                skip = True
+                continue
+            words.append(word)
     command = shlex.join([*program, *words, "--resume", "latest"])
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 and program[0] == "python":  # the launcher's flags are not ours
         return "accelerate launch <your launch flags> " + command.removeprefix("python ")
