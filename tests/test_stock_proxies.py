@@ -130,6 +130,18 @@ def test_the_issue_67_queue_is_the_whole_factorial_once_seed_major():
         for family in STOCK_MODELS
         for off, arms in (("", inits + scaled), ("-ls1", inits))
         for arm in arms
+        if not (family == "deit3" and arm == "model-impulse3-mimeticvo")  # its impulse writes mimetic V/O already
     ]
     assert sorted(runs) == sorted(expected)
     assert [seed for seed, _, _ in runs] == sorted(seed for seed, _, _ in runs)
+
+
+def test_deit3s_impulse_is_its_impulse_with_mimetic_vo(tmp_path):
+    """Catches a change of the ViT impulse's default value_init that would make the factorial's skipped DeiT-III "+
+    mimetic V/O" cells differ from its impulse cells (they are not run because they are the same model)."""
+    _, impulse = _build("cpu-proxy-n2500-deit3", "model-impulse3", tmp_path)
+    _, with_vo = _build("cpu-proxy-n2500-deit3", "model-impulse3-mimeticvo", tmp_path)
+    _, default = _build("cpu-proxy-n2500-deit3", "model-default", tmp_path)
+    proj = "blocks.0.attn.proj.weight"
+    assert not torch.equal(impulse.state_dict()[proj], default.state_dict()[proj])
+    assert all(torch.equal(value, with_vo.state_dict()[key]) for key, value in impulse.state_dict().items())

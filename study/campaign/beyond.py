@@ -131,6 +131,9 @@ for _family, _arms in (("swin", SWIN_ARMS[:3]), ("mixer", MIXER_ARMS)):
 STOCK_NAMES = {"deit3": "DeiT-III", "relpos": "relative-position ViT", "rope": "rotary (RoPE) ViT"}
 FACTORIAL_ARMS = (*STOCK_ARMS, "model-impulse3-mimeticvo", "model-impulse3-attnls0.1", "model-impulse3-attnls1")
 LAYER_SCALE_OFF_ARMS = FACTORIAL_ARMS[:4]  # with every gamma at 1 the branch is open already
+# DeiT-III takes the plain ViT's impulse, whose default value_init is mimetic already: its "+ mimetic V/O" arm would be
+# its impulse arm again, so it is not run
+WITHOUT_MIMETIC_VO = ("deit3",)
 RATE_FAMILIES = ("relpos", "rope")  # the stock families also run at 3e-4
 for _family, _what in STOCK_NAMES.items():
     _title = f"timm's {_what} ({STOCK_MODELS[_family]} at 16 px CIFAR-10, patch 2, width 48, depth 12)"
@@ -223,9 +226,13 @@ def _factorial(root: Path, family: str) -> dict[str, Any]:
     gammas = _layer_scales(built)
     gammas.update({LAYER_SCALE_OFF + name: gamma for name, gamma in _layer_scales(off).items()})
     cells = [*FACTORIAL_ARMS, *(LAYER_SCALE_OFF + name for name in LAYER_SCALE_OFF_ARMS)]
+    if family in WITHOUT_MIMETIC_VO:
+        cells = [name for name in cells if not name.endswith("model-impulse3-mimeticvo")]
     return {
         "model": STOCK_MODELS[family],
         "name": STOCK_NAMES[family],
+        "note": "Its impulse is the plain ViT's, which writes mimetic V/O by default: no separate \"+ mimetic V/O\" "
+        "cells." if family in WITHOUT_MIMETIC_VO else "",
         "cells": cells,
         "gamma": gammas,
         "sources": built_paths + off_paths,

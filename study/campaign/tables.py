@@ -419,7 +419,8 @@ def factorial_markdown(factorial: Mapping[str, Any]) -> list[str]:
                 f"| {_cell_label(name)} | {gamma} | {_fmt(arm)} | {_seeds(arm['per_seed'])} | " + " | ".join(cells)
                 + " |"
             )  # fmt: skip
-        out += ["", _best_line(family), "", f"Sources: {len(family['sources'])} records.", ""]
+        out += ["", *([family["note"], ""] if family["note"] else []), _best_line(family), ""]
+        out += [f"Sources: {len(family['sources'])} records.", ""]
     return out
 
 
