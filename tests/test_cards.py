@@ -13,6 +13,7 @@ from huggingface_hub import ModelCard
 from PIL import Image
 
 from structinit_hf.models.timm_wrapper import save_checkpoint
+from structinit_hf.train import PushSettings, push_to_hub
 from structinit_hf.train.models import loading
 from structinit_hf.train.publish.cards import CARD_TAGS, TEMPLATE_DIR, build_model_card, model_family, read_results
 from structinit_hf.train.publish.hub import CARD_FILE, stage_repo_folder
@@ -230,18 +231,27 @@ def _child_card(fine_tuned_from: dict, tmp_path: Path) -> ModelCard:
     return ModelCard.load(stage_repo_folder(child, "me/child", tmp_path / "child_repo") / CARD_FILE)
 
 
-def test_a_card_names_a_local_parent_by_what_it_was_not_by_its_path(run, tmp_path):
-    """Catches ``fine-tuned from `.../final``` (a path of the machine that trained, meaningless on the Hub): a local
-    parent is "a local checkpoint" with the dataset its run recorded, and the init it started from."""
-    record = loading.load_model(str(run / "final"), num_classes=3).fine_tuned_from
-    assert (record["hub_id"], record["dataset"]) == (None, "uoft-cs/cifar10")
-    card = _child_card(record, tmp_path)
+def test_a_card_and_commit_name_a_local_parent_by_its_folder_not_by_its_path(tmp_path, monkeypatch):
+    """Catches ``model = runs/c10/final`` and a parent "trained on" a local folder's path (paths of the machine that
+    trained, meaningless on the Hub), in the card and in the commit message: a local parent is "a local checkpoint"
+    named by its run folder, with the dataset its run recorded by name, and the init it started from."""
+    monkeypatch.chdir(tmp_path)
+    local_data = str(tmp_path / "photos")
+    write_run(Path("runs/c10"), dataset=local_data, args={"model": "vit_tiny_impulse3", "dataset": local_data})
+    record = loading.load_model("runs/c10/final", num_classes=3).fine_tuned_from
+    assert (record["model"], record["hub_id"], record["dataset"]) == ("runs/c10/final", None, local_data)
+    child, _ = write_run(tmp_path / "child", fine_tuned_from=record, args={"model": "runs/c10/final", "lr": 1e-4})
+    card = ModelCard.load(stage_repo_folder(child, "me/child", tmp_path / "child_repo") / CARD_FILE)
     assert (
-        "fine-tuned from a local checkpoint trained on `uoft-cs/cifar10` (classifier re-initialized), a model that "
+        "fine-tuned from a local checkpoint `c10` trained on `photos` (classifier re-initialized), a model that "
         "started\nwith **structured (impulse 3x3) initialization** of its attention" in card.text
     )
-    assert "Fine-tuned from a local checkpoint (classifier re-initialized) on [uoft-cs/cifar10]" in card.text
-    assert "final" not in card.text and str(run) not in card.text and card.data.base_model is None
+    assert "Fine-tuned from a local checkpoint `c10` (classifier re-initialized) on [uoft-cs/cifar10]" in card.text
+    assert "| `model` | `c10` |" in card.text and card.data.base_model is None
+    message = push_to_hub(PushSettings(child, "me/child", dry_run=True)).commit_message
+    assert message.startswith("Upload run child: fine-tuned from c10, top-1")
+    for text in (card.text, message):
+        assert "runs/" not in text and "final" not in text and str(tmp_path) not in text
 
 
 def _downloaded_repo(run: Path, tmp_path: Path) -> Path:

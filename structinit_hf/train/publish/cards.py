@@ -30,6 +30,7 @@ __all__ = [
     "count_parameters",
     "hub_dataset_id",
     "model_family",
+    "parent_name",
     "read_results",
 ]
 
@@ -144,9 +145,13 @@ def _format_value(value: Any) -> str:
     return value
 
 
-def _arg_rows(args: dict[str, Any]) -> list[tuple[str, str]]:
-    """The training command's options; anything that looks like a credential is never printed."""
-    return [(name, "<redacted>" if _SECRET_ARG.search(name) else _format_value(value)) for name, value in args.items()]
+def _arg_rows(args: dict[str, Any], fine_tuned_from: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The training command's options, the parent checkpoint named as :func:`parent_name` names it; anything that
+    looks like a credential is never printed."""
+    shown = dict(args)
+    if fine_tuned_from and str(args.get("model", "")).removeprefix("hf-hub:") != _parent_hub_id(fine_tuned_from):
+        shown["model"] = parent_name(fine_tuned_from)
+    return [(name, "<redacted>" if _SECRET_ARG.search(name) else _format_value(value)) for name, value in shown.items()]
 
 
 def _duration(seconds: float) -> str:
@@ -166,6 +171,17 @@ def _parent_hub_id(fine_tuned_from: dict[str, Any] | None) -> str | None:
     return fine_tuned_from.get("hub_id", source.removeprefix("hf-hub:") if source.startswith("hf-hub:") else None)
 
 
+def parent_name(fine_tuned_from: dict[str, Any] | None) -> str | None:
+    """How a card and a commit message name the checkpoint a run was fine-tuned from: its Hub id, else its folder's
+    name (a run's ``final/`` by its run folder's: ``runs/c10/final`` is ``c10``), never a path of the machine that
+    trained; ``None`` for a run trained from scratch."""
+    if not fine_tuned_from:
+        return None
+    folder = Path(fine_tuned_from["model"]).expanduser()
+    named = folder.parent if folder.name == "final" and folder.parent.name else folder
+    return _parent_hub_id(fine_tuned_from) or named.name
+
+
 def _origin(fine_tuned_from: dict[str, Any] | None) -> dict[str, str]:
     """How the weights began, in the card's words: from scratch, or fine-tuned from a checkpoint, named by its Hub id
     when it has one, else "a local checkpoint" with the dataset it was trained on (its path means nothing on the Hub;
@@ -183,10 +199,11 @@ def _origin(fine_tuned_from: dict[str, Any] | None) -> dict[str, str]:
             training_origin=f"Fine-tuned from {parent}{head}",
         )
     dataset = fine_tuned_from.get("dataset")
-    trained_on = f" trained on `{_format_value(dataset)}`" if dataset else ""
+    trained_on = f" trained on `{hub_dataset_id(dataset)[0] or Path(dataset).name}`" if dataset else ""
+    parent = f"a local checkpoint `{parent_name(fine_tuned_from)}`"
     return dict(
-        origin=f"fine-tuned from a local checkpoint{trained_on}{head}, a model that started",
-        training_origin=f"Fine-tuned from a local checkpoint{head}",
+        origin=f"fine-tuned from {parent}{trained_on}{head}, a model that started",
+        training_origin=f"Fine-tuned from {parent}{head}",
     )
 
 
@@ -317,7 +334,7 @@ def build_model_card(
         epochs=results["epochs"],
         images_seen=results["images_seen"],
         wall_time=_duration(results["wall_time_s"]),
-        arg_rows=_arg_rows(results["args"]),
+        arg_rows=_arg_rows(results["args"], results.get("fine_tuned_from")),
         versions_line=_versions_line(results["versions"]),
     )
     return _render_card(MODEL_FAMILIES[family], context)

@@ -29,7 +29,7 @@ from ...atomic import replace_folder
 from ..cli.args import DefaultsHelpFormatter
 from ..cli.errors import UsageError
 from ..settings import PushSettings
-from .cards import build_model_card, count_parameters, read_results
+from .cards import build_model_card, count_parameters, parent_name, read_results
 
 __all__ = [
     "ATTENTION_IMAGE",
@@ -105,7 +105,9 @@ def find_run_files(run_dir: str | os.PathLike) -> RunFiles:
 
 
 def _commit_message(run: RunFiles, results: dict) -> str:
-    return f"Upload run {run.run_dir.name}: {results['model']}, top-1 {results['top1']:.2f}% on {results['split']}"
+    parent = parent_name(results.get("fine_tuned_from"))
+    model = f"fine-tuned from {parent}" if parent else results["model"]
+    return f"Upload run {run.run_dir.name}: {model}, top-1 {results['top1']:.2f}% on {results['split']}"
 
 
 def stage_repo_folder(
