@@ -160,9 +160,11 @@ for run in sorted(pathlib.Path('runs/gpu/paper').glob('*-seed*')):
     if is_finished(run): trained_attention_entropy(run)" >> "$keep/paper.log" 2>&1 || log "entropy: stopped (exit $?)"
     find runs/gpu/paper \( -name "*.json" -o -name metrics.jsonl -o -name train.log \) \
         -not -path "*/final/*" -not -path "*/checkpoints/*" -exec cp --parents {} "$keep" \; 2>/dev/null
-    # where each run's time before its first epoch went: its process start, its set-up, its first compiled step
-    grep -aHoE "process start: [0-9.]+ s|set-up: [0-9.]+ s|torch.compile: the first step took [0-9.]+ s|warning: \
-torch.compile failed.*" runs/gpu/paper/*-seed*/train.log 2>/dev/null | tee -a "$keep/loan.log"
+    # where each run's time before its first epoch went: its process start, its set-up, when its first step began
+    # (seconds after its process started: the set-up target) and how long that compiled step took
+    grep -aHoE "process start: [0-9.]+ s|set-up: [0-9.]+ s|first step: began [0-9.]+ s after the process started|\
+torch.compile: the first step took [0-9.]+ s|warning: torch.compile failed.*" runs/gpu/paper/*-seed*/train.log \
+        2>/dev/null | tee -a "$keep/loan.log"
     tail -n 8 "$keep/paper.log" | tee -a "$keep/loan.log"
 fi
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>/dev/null | tee -a "$keep/loan.log"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import subprocess
 import sys
@@ -16,16 +17,19 @@ import torch
 from PIL import Image
 
 from structinit_hf.train.cli.errors import UsageError
+from structinit_hf.train.data import tensor_data
 from structinit_hf.train.data.dataloaders import (
     EpochShuffleSampler,
     TransformedImages,
     build_transform,
+    eval_dataloader,
     preserved_random_state,
     seed_generators,
+    train_dataloader,
 )
 from structinit_hf.train.data.image_folders import dataset_files_digest
 from structinit_hf.train.data.sources import ensure_hub_reachable, find_columns, load_raw_dataset
-from structinit_hf.train.data.splits import load_image_classification, stratified_split
+from structinit_hf.train.data.splits import class_counts, load_image_classification, stratified_split
 from structinit_hf.train.data.tensor_augment import TensorEvalTransform, TensorRandAugment, TensorTrainTransform
 from structinit_hf.train.data.tensor_data import DecodedImages, _EncodedRows, decode_split
 
@@ -282,6 +286,55 @@ def test_decoding_workers_hand_images_over_in_their_batch_not_one_descriptor_eac
     in_process = decode_split(split, "img", "train")
     by_workers = decode_split(split, "img", "train", workers=2)
     assert torch.equal(by_workers.pixels, in_process.pixels) and in_process.pixels.shape == (40, 3, *pixels.shape[:2])
+
+
+def test_label_counts_and_the_held_out_rows_read_the_label_column_at_once(cifar10_sample, monkeypatch) -> None:
+    """Catches a label column read row by row (``np.asarray`` of a ``datasets`` Column): about 2 s for CIFAR-10's
+    training labels, seven times in a run's set-up."""
+    split = _split(30).select(range(1, 28))  # an indices mapping, as a held-out split has
+    expected = class_counts(split, "label", 3)
+
+    def row_by_row(self):
+        raise AssertionError("the label column was read row by row")
+
+    monkeypatch.setattr(datasets.arrow_dataset.Column, "__iter__", row_by_row)
+    assert class_counts(split, "label", 3) == expected == [9, 9, 9]
+    data = load_image_classification(str(cifar10_sample), val_split=0.1)  # the held-out split's stratification
+    assert list(data.images_per_class()["train"].values()) == class_counts(data.train, "label", data.num_classes)
+
+
+_IN_THIS_PROCESS = "as imported"  # set at run time by the test below: a forked worker sees it, a spawned one does not
+
+
+class _WorkerStart(torch.utils.data.Dataset):
+    """Items that say whether the worker that made them saw this process's memory (it was forked)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, item) -> torch.Tensor:
+        return torch.tensor(_IN_THIS_PROCESS == "set at run time")
+
+
+def test_loader_workers_are_forked_where_this_process_spawns_by_default(monkeypatch) -> None:
+    """Catches loaders whose workers inherit spawn from a process that multiprocessing's spawn started (each
+    benchmark run): every worker of the decode, the training, the validation and the test loaders was then a fresh
+    interpreter importing torch, timm and datasets, which cost a lent GPU's runs minutes before their first epoch."""
+    monkeypatch.setattr(sys.modules[__name__], "_IN_THIS_PROCESS", "set at run time")
+    default = multiprocessing.get_start_method()
+    multiprocessing.set_start_method("spawn", force=True)
+    try:
+        for loader in (train_dataloader(_WorkerStart(), 4, 4, 0, workers=2), eval_dataloader(_WorkerStart(), 4, 2)):
+            assert all(bool(forked.all()) for forked in loader), loader
+
+        def open_rgb(encoded):  # the decoding workers: only a forked one has this stand-in (a spawned one decodes)
+            raise OSError("opened in a forked worker")
+
+        monkeypatch.setattr(tensor_data, "open_rgb", open_rgb)
+        with pytest.raises(UsageError, match="opened in a forked worker"):
+            decode_split(_split(6), "img", "train", workers=2)
+    finally:
+        multiprocessing.set_start_method(default, force=True)
 
 
 CIFAR_CONFIG = {

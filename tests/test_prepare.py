@@ -172,6 +172,34 @@ def test_a_compiling_first_step_says_how_long_it_took(monkeypatch, capsys) -> No
         assert 0.3 <= took < 30
 
 
+def test_the_first_step_says_how_long_after_the_process_started_it_began() -> None:
+    """Catches a loan that cannot check its set-up target (seconds from the process's start to its first training
+    step): the first step, compiled or not, prints that time once; a process that slept 1.5 s before it says >= 1.5."""
+    import subprocess
+    import sys
+    import time
+
+    program = """
+import time
+time.sleep(1.5)
+from types import SimpleNamespace
+import torch
+from structinit_hf.train.training.step import TrainingStep
+model = torch.nn.Linear(4, 3)
+accelerator = SimpleNamespace(print=print, backward=lambda loss: loss.backward())
+step = TrainingStep(model, torch.nn.CrossEntropyLoss(), accelerator, torch.optim.SGD(model.parameters()), compile=False)
+for _ in range(3):
+    step(torch.randn(2, 4), torch.tensor([0, 2]))
+"""
+    started = time.time()
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("first step:")]
+    assert len(lines) == 1, done.stdout
+    began = float(lines[0].removeprefix("first step: began ").removesuffix(" s after the process started"))
+    assert 1.5 <= began <= time.time() - started
+
+
 def test_runs_of_other_precisions_follow_each_other_in_one_process(tmp_path) -> None:
     """Catches accelerate's per-process state refusing the second run ("AcceleratorState has already been
     initialized"): a notebook's fp32 ``train`` then a ``compare`` in bf16 (its default on a CPU with native bf16)."""

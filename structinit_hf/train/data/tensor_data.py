@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ..cli.errors import UsageError
 from ..settings import INPUT_PIPELINES
-from .dataloaders import SeededSamples, TransformedImages, build_transform
+from .dataloaders import SeededSamples, TransformedImages, build_transform, worker_context
 from .images import open_rgb, shrink_to
 from .splits import ImageClassificationData, class_counts
 from .tensor_augment import TensorEvalTransform, TensorTrainTransform, tensor_policy_supported
@@ -113,7 +113,9 @@ def decode_split(
     With ``keep_pixels`` the images stay decoded as one uint8 tensor when they share a size (after shrinking each
     to ``shorter_side``, as timm's evaluation resize would) and fit :data:`MAX_DECODED_BYTES`."""
     rows = _EncodedRows(split, image_column, shorter_side, interpolation)
-    loader = DataLoader(rows, batch_size=64, num_workers=workers, collate_fn=_as_list)
+    loader = DataLoader(
+        rows, batch_size=64, num_workers=workers, collate_fn=_as_list, multiprocessing_context=worker_context(workers)
+    )
     bad: list[tuple[int, str]] = []
     pixels: torch.Tensor | None = None
     keep = keep_pixels

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 from torch import nn
 
-__all__ = ["TrainingStep"]
+__all__ = ["TrainingStep", "seconds_since_process_start"]
+
+
+def seconds_since_process_start() -> float | None:
+    """Seconds since this process started, from the kernel's record of it (Linux); ``None`` where there is none."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()  # after the name: state is field 3
+        return time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # starttime: 22
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
 
 
 class TrainingStep:
     """Forward, loss and backward of one micro-batch.
 
     With ``compile`` the model runs through ``torch.compile``; if compiling fails on the first call, the step says so
-    once and runs the eager model from then on (a real error recurs in the eager retry and is raised).  A first call
-    that compiles says how long it took: on a GPU the compiler, not the data or the model, can be most of a short
-    run's set-up.
+    once and runs the eager model from then on (a real error recurs in the eager retry and is raised).  The first
+    call says how long after the process started it began (what a run pays before it trains: imports, data, model,
+    loaders, its first batch), and, when it compiles, how long it took.
     """
 
     def __init__(
@@ -31,6 +42,7 @@ class TrainingStep:
         self.model, self.criterion, self.accelerator, self.optimizer = model, criterion, accelerator, optimizer
         self._compiled = torch.compile(model) if compile else None
         self._untried = compile  # the compiled model has not run yet: its first call may fall back
+        self._first = True
 
     @property
     def network(self) -> nn.Module:
@@ -38,6 +50,11 @@ class TrainingStep:
         return self._compiled if self._compiled is not None else self.model
 
     def __call__(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if self._first:
+            self._first = False
+            age = seconds_since_process_start()
+            if age is not None:
+                self.accelerator.print(f"first step: began {age:.1f} s after the process started")
         if self._untried:
             self._untried = False
             started = time.perf_counter()
