@@ -31,6 +31,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from ...atomic import write_json
+from ...init.common import unfuse_attention
 from ..cli.errors import UsageError
 from ..data.dataloaders import TransformedImages, eval_dataloader
 from ..data.images import rgb_image
@@ -51,6 +52,7 @@ __all__ = [
     "EVALUATION_FILE",
     "builds_untrained",
     "evaluate",
+    "fused_attention",
     "library_versions",
     "numerics",
     "peak_gpu_memory_mb",
@@ -79,6 +81,15 @@ def score(model: nn.Module, loader: DataLoader, accelerator: Accelerator) -> dic
         "top5": 100.0 * int(correct5) / max(total, 1),
         "num_samples": total,
     }
+
+
+def fused_attention(precision: str, device: torch.device) -> bool:
+    """Whether a model at autocast ``precision`` on ``device`` computes attention with torch's fused kernel: not bf16
+    on a CPU, where training takes timm's unfused path (faster there: docs/benchmarks.md, "The CPU step"). Scoring
+    takes the same path, so ``evaluate`` of a run's ``final/`` at the run's precision gives the top-1 the run (or
+    ``compare``'s table) printed: the two paths round differently in bf16, enough to flip a prediction whose two best
+    logits are close."""
+    return not (device.type == "cpu" and precision == "bf16")
 
 
 def forget_other_precision(precision: str) -> None:
@@ -343,6 +354,8 @@ def evaluate(settings: EvaluationSettings) -> EvaluationRecord:
         )
     check_label_names(model, settings.dataset, data.label_names, settings.allow_new_label_names)
     images = TransformedImages(data.evaluation, data.image_column, data.label_column, eval_transform(model))
+    if not fused_attention(accelerator.mixed_precision, accelerator.device):
+        unfuse_attention(model)
     model, loader = accelerator.prepare(model, eval_dataloader(images, settings.batch_size, settings.workers))
     metrics = score(model, loader, accelerator)
     flags = {item.name: getattr(settings, item.name) for item in fields(settings)}

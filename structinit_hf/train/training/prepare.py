@@ -37,7 +37,7 @@ from ..data.image_folders import dataset_files_digest
 from ..data.sources import known_label_names
 from ..data.splits import ImageClassificationData, load_image_classification
 from ..data.tensor_data import training_datasets
-from ..models.evaluation import forget_other_precision
+from ..models.evaluation import forget_other_precision, fused_attention
 from ..models.kwargs import check_model_kwargs
 from ..models.loading import (
     LoadedModel,
@@ -126,8 +126,9 @@ def device_defaults(
     compile_model = cuda if speed.compile is None else speed.compile
     if env.get("ACCELERATE_DYNAMO_BACKEND", "no").lower() != "no":
         compile_model = False  # accelerate compiles the model in prepare()
-    fused_attention = not (device.type == "cpu" and precision == "bf16")
-    return DeviceDefaults(precision, workers, pin_memory=cuda, compile=compile_model, fused_attention=fused_attention)
+    return DeviceDefaults(
+        precision, workers, pin_memory=cuda, compile=compile_model, fused_attention=fused_attention(precision, device)
+    )
 
 
 @dataclass
