@@ -8,6 +8,9 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "structinit_hf"
 MODULE_FILES = sorted(PACKAGE.rglob("*.py"))
+STUDY_FILES = sorted((PACKAGE.parent / "study").rglob("*.py"))  # the repository's own study: not in the wheel
+TREE_FILES = [*MODULE_FILES, *STUDY_FILES]
+TREE = ("structinit_hf", "study")  # the top-level names whose imports are read
 
 
 def module_name(path: Path) -> str:
@@ -27,7 +30,7 @@ def syntax_tree(path: Path) -> ast.Module:
 
 
 def imports_in(tree: ast.Module, module: str, is_package: bool = False) -> list[tuple[int, str]]:
-    """``(line, name)`` for every ``structinit_hf`` module the code of ``module`` imports, at any depth (a function's
+    """``(line, name)`` for every module of :data:`TREE` the code of ``module`` imports, at any depth (a function's
     lazy import and a ``TYPE_CHECKING`` one count): ``from .x import y`` names ``x``, and ``x.y`` too when ``y`` is a
     module."""
     package = module.split(".") if is_package else module.split(".")[:-1]
@@ -36,11 +39,11 @@ def imports_in(tree: ast.Module, module: str, is_package: bool = False) -> list[
         if isinstance(node, ast.ImportFrom):
             anchor = package[: len(package) - node.level + 1] if node.level else []
             target = ".".join([*anchor, *([node.module] if node.module else [])])
-            if target.startswith("structinit_hf"):
+            if target.partition(".")[0] in TREE:
                 found.append((node.lineno, target))
                 found += [(node.lineno, f"{target}.{a.name}") for a in node.names if is_module(f"{target}.{a.name}")]
         elif isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("structinit_hf")]
+            found += [(node.lineno, a.name) for a in node.names if a.name.partition(".")[0] in TREE]
     return found
 
 
@@ -50,10 +53,11 @@ def package_imports(path: Path) -> tuple[tuple[int, str], ...]:
     return tuple(imports_in(syntax_tree(path), module_name(path), path.name == "__init__.py"))
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Each module of the package -> the package's modules it imports (itself left out)."""
+def import_graph(files: list[Path] = MODULE_FILES) -> dict[str, set[str]]:
+    """Each module of ``files`` (by default the package's) -> the modules of :data:`TREE` it imports (itself left
+    out)."""
     graph = {}
-    for path in MODULE_FILES:
+    for path in files:
         name = module_name(path)
         graph[name] = {target for _, target in package_imports(path) if target != name and is_module(target)}
     return graph

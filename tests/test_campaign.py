@@ -10,7 +10,8 @@ import pytest
 
 from structinit_hf.benchmark.stats import decide, paired_comparison, paired_differences, spread
 from study.campaign import records, sources
-from study.campaign.records import build_campaign, build_width, merge_scores
+from study.campaign.records import build_campaign, build_width
+from study.campaign.scores import merge_scores
 from study.campaign.sources import WidthSetting
 from study.campaign.tables import render_campaign_markdown, width_markdown
 
@@ -331,11 +332,12 @@ def test_the_width_table_judges_each_init_against_default_and_shift(tmp_path, mo
 
 
 def test_each_init_is_judged_at_its_better_learning_rate_too():
-    from study.campaign.records import _setting, build_best_rate
+    from study.campaign.records import build_best_rate
+    from study.campaign.scores import summarize_setting
     from study.campaign.tables import best_rate_markdown
 
     def setting(lr: float, scores: dict[str, dict[int, float]]) -> dict:
-        return {"lr": lr, **_setting(scores, sources.WIDTH_ARMS, sources.WIDTH_REFERENCES)}
+        return {"lr": lr, **summarize_setting(scores, sources.WIDTH_ARMS, sources.WIDTH_REFERENCES)}
 
     width = {  # timm's default best at the high rate, `shift` at the low one, where timm's default is lower
         "fast": setting(1e-3, {"default": {0: 30.0, 1: 29.0, 2: 31.0}, "impulse3": {0: 26.0, 1: 27.0, 2: 26.5}}),
@@ -359,12 +361,13 @@ def test_each_init_is_judged_at_its_better_learning_rate_too():
 
 
 def test_the_longer_run_of_a_width_is_paired_with_its_ten_epochs_on_the_seed():
-    from study.campaign.records import _setting, build_width_length
+    from study.campaign.records import build_width_length
+    from study.campaign.scores import summarize_setting
     from study.campaign.tables import width_length_markdown
 
     def setting(epochs: int, scores: dict[str, dict[int, float]], devices: dict[str, list[int]]) -> dict:
         geometry = {"images": 2_500, "width": 192, "head_dim": 64, "lr": 3e-4, "warmup_epochs": 1.0}
-        summary = _setting(scores, sources.WIDTH_ARMS, sources.WIDTH_REFERENCES)
+        summary = summarize_setting(scores, sources.WIDTH_ARMS, sources.WIDTH_REFERENCES)
         return {**geometry, "epochs": epochs, "devices": devices, **summary}
 
     ten = {"default": {0: 29.0, 1: 28.0, 2: 30.0}, "impulse3": {0: 35.0, 1: 34.0}, "v1": {0: 33.0}}

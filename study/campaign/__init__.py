@@ -10,6 +10,7 @@ augmentation), under the tie rule of :mod:`structinit_hf.benchmark.stats`.
     python study/campaign_report.py      # writes study/records/small_data/campaign/{results.md,results.json,size.png,
                                            #   augmentation.png}
 
-The repository's own study, apart from the harness: :mod:`.sources` (which records), :mod:`.records` (the record),
-:mod:`.tables` (``results.md``), :mod:`.figures` and :mod:`.report` (the script's command).
+The repository's own study, apart from the harness: :mod:`.sources` (which records), :mod:`.scores` (one setting's
+scores under the tie rule), :mod:`.records` (the record), :mod:`.tables` (``results.md``), :mod:`.figures` and
+:mod:`.report` (the script's command).
 """

@@ -17,7 +17,7 @@ from typing import Any
 
 from structinit_hf.benchmark.profiles import STOCK_MODELS
 
-from .records import _load, _setting, better_rates, merge_scores
+from .scores import better_rates, load_records, merge_scores, summarize_setting
 from .sources import BENCH, LAYER_SCALE_OFF, WIDTH_SETTINGS
 
 __all__ = ["BEYOND_GRIDS", "BEYOND_SETTINGS", "BeyondSetting", "build_beyond"]
@@ -177,7 +177,7 @@ def build_beyond(root: Path | str, cifar10_width: Mapping[str, Any]) -> dict[str
     root = Path(root)
     settings: dict[str, Any] = {}
     for key, setting in BEYOND_SETTINGS.items():
-        records, found = _load(root, setting.sources)
+        records, found = load_records(root, setting.sources)
         for record, path in zip(records, found, strict=True):
             _check(path, record, setting)
         wall = [s for record in records for arm in record["arms"].values() for s in arm["wall_time_s"]]
@@ -189,7 +189,7 @@ def build_beyond(root: Path | str, cifar10_width: Mapping[str, Any]) -> dict[str
             "reference": setting.reference,
             "sources": found,
             "wall_time_s_mean": statistics.fmean(wall) if wall else None,
-            **_setting(merge_scores(records), setting.arms, (setting.reference,)),
+            **summarize_setting(merge_scores(records), setting.arms, (setting.reference,)),
         }
         if setting.cifar10 is not None:
             assert setting.cifar10 in WIDTH_SETTINGS, setting.cifar10
@@ -199,7 +199,7 @@ def build_beyond(root: Path | str, cifar10_width: Mapping[str, Any]) -> dict[str
     for name, keys in BEYOND_GRIDS.items():
         arms, reference = BEYOND_SETTINGS[keys[0]].arms, BEYOND_SETTINGS[keys[0]].reference
         scores, rates = better_rates([settings[k] for k in keys], arms)
-        grids[name] = {"settings": list(keys), "rates": rates, **_setting(scores, arms, (reference,))}
+        grids[name] = {"settings": list(keys), "rates": rates, **summarize_setting(scores, arms, (reference,))}
     return {"settings": settings, "grids": grids, "factorial": factorial}
 
 
@@ -219,8 +219,8 @@ def _layer_scales(records: list[Mapping[str, Any]]) -> dict[str, float | None]:
 def _factorial(root: Path, family: str) -> dict[str, Any]:
     """Issue 67's factorial on one layer-scaled family: every (layer scale, init) cell against timm's default as timm
     builds it, paired on the seed, with the gamma each cell's model started with."""
-    built, built_paths = _load(root, BEYOND_SETTINGS[f"{family}/0.001"].sources)
-    off, off_paths = _load(root, BEYOND_SETTINGS[f"{family}/ls1"].sources)
+    built, built_paths = load_records(root, BEYOND_SETTINGS[f"{family}/0.001"].sources)
+    off, off_paths = load_records(root, BEYOND_SETTINGS[f"{family}/ls1"].sources)
     scores = merge_scores(built)
     scores.update({LAYER_SCALE_OFF + name: per_seed for name, per_seed in merge_scores(off).items()})
     gammas = _layer_scales(built)
@@ -231,10 +231,12 @@ def _factorial(root: Path, family: str) -> dict[str, Any]:
     return {
         "model": STOCK_MODELS[family],
         "name": STOCK_NAMES[family],
-        "note": "Its impulse is the plain ViT's, which writes mimetic V/O by default: no separate \"+ mimetic V/O\" "
-        "cells." if family in WITHOUT_MIMETIC_VO else "",
+        "note": 'Its impulse is the plain ViT\'s, which writes mimetic V/O by default: no separate "+ mimetic V/O" '
+        "cells."
+        if family in WITHOUT_MIMETIC_VO
+        else "",
         "cells": cells,
         "gamma": gammas,
         "sources": built_paths + off_paths,
-        **_setting(scores, cells, ("model-default", LAYER_SCALE_OFF + "model-default")),
+        **summarize_setting(scores, cells, ("model-default", LAYER_SCALE_OFF + "model-default")),
     }

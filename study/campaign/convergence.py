@@ -16,7 +16,7 @@ from structinit_hf.benchmark.arms import arm_label
 from structinit_hf.benchmark.plots import save_figure
 from structinit_hf.benchmark.stats import CLAIM_SEEDS
 
-from .records import _load, _setting, merge_scores
+from .scores import load_records, merge_scores, summarize_setting
 from .sources import BENCH, SIZE_ARMS
 
 __all__ = ["CONVERGENCE_SOURCES", "build_convergence", "convergence_markdown", "plot_convergence"]
@@ -83,11 +83,11 @@ def build_convergence(root: Path | str = ".") -> dict[str, Any]:
         per_length: dict[str, Any] = {}
         curves: dict[int, dict[str, dict[int, list[float]]]] = {}
         for epochs, patterns in lengths.items():
-            records, found = _load(root, patterns)
+            records, found = load_records(root, patterns)
             for record, path in zip(records, found, strict=True):
                 if record["train_options"]["epochs"] != epochs:
                     raise ValueError(f"{path}: {record['train_options']['epochs']} epochs, listed under {epochs}")
-            per_length[str(epochs)] = {"sources": found, **_setting(merge_scores(records), SIZE_ARMS)}
+            per_length[str(epochs)] = {"sources": found, **summarize_setting(merge_scores(records), SIZE_ARMS)}
             curves[epochs] = _curves(records)
         longest = max((epochs for epochs, c in curves.items() if c), default=None)  # the longest schedule run so far
         if longest is not None:

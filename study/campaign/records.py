@@ -7,14 +7,16 @@ and the widths.
 
 from __future__ import annotations
 
-import json
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from structinit_hf.benchmark.stats import CLAIM_SEEDS, TIE_RULE, paired_comparison, paired_differences, spread
+from structinit_hf.benchmark.stats import CLAIM_SEEDS, TIE_RULE, paired_comparison, paired_differences
 
+from .beyond import build_beyond
+from .convergence import build_convergence
+from .scores import better_rates, load_records, merge_scores, summarize_setting
 from .sources import (
     ALIASES,
     AUGMENT_SIZE,
@@ -24,7 +26,6 @@ from .sources import (
     MAIN_ARMS,
     RATE_GRIDS,
     RECIPE_KEYS,
-    REFERENCES,
     REGIME_REFERENCE,
     REGIMES,
     RERUN_SOURCES,
@@ -43,64 +44,7 @@ __all__ = [
     "build_campaign",
     "build_width",
     "build_width_length",
-    "merge_scores",
 ]
-
-
-def merge_scores(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[int, float]]:
-    """Final test top-1 per arm and seed, from harness records (``arms.<arm>.seeds`` / ``final_top1``).
-
-    Arm names go through :data:`ALIASES`. The same (arm, seed) in two records must carry the same figure."""
-    scores: dict[str, dict[int, float]] = {}
-    for record in records:
-        for name, arm in record["arms"].items():
-            name = ALIASES.get(name, name)
-            for seed, top1 in zip(arm["seeds"], arm["final_top1"], strict=True):
-                known = scores.setdefault(name, {}).get(int(seed))
-                if known is not None and known != top1:
-                    raise ValueError(f"{name} seed {seed} recorded twice with different top-1 ({known}, {top1})")
-                scores[name][int(seed)] = float(top1)
-    return {name: dict(sorted(per_seed.items())) for name, per_seed in scores.items()}
-
-
-def _arm_summary(per_seed: Mapping[int, float]) -> dict[str, Any]:
-    return {"per_seed": dict(per_seed), **spread(list(per_seed.values()))}
-
-
-def _setting(
-    scores: Mapping[str, Mapping[int, float]], arms: Sequence[str], references: Sequence[str] = REFERENCES
-) -> dict[str, Any]:
-    """Summaries, paired comparisons against the references and the best-or-tied arms of one setting."""
-    present = [name for name in arms if scores.get(name)]
-    out: dict[str, Any] = {
-        "arms": {name: _arm_summary(scores[name]) for name in present},
-        "not_run": [name for name in arms if not scores.get(name)],
-        "vs": {
-            ref: {name: paired_comparison(scores[name], scores[ref]) for name in present if name != ref}
-            for ref in references
-            if scores.get(ref)
-        },
-    }
-    multi = [name for name in present if len(scores[name]) > 1]
-    if multi:
-        best = max(multi, key=lambda name: statistics.fmean(scores[name].values()))
-        verdicts = {name: paired_comparison(scores[name], scores[best]) for name in multi if name != best}
-        out["best"] = {
-            "arm": best,
-            "tied": [name for name, c in verdicts.items() if c is not None and c["verdict"] in ("tie", "no verdict")],
-            "behind": [name for name, c in verdicts.items() if c is not None and c["verdict"] == "behind"],
-            "vs": {name: c for name, c in verdicts.items() if c is not None},
-        }
-    return out
-
-
-def _load(root: Path, paths: Iterable[str]) -> tuple[list[dict[str, Any]], list[str]]:
-    records, found = [], []
-    for pattern in paths:
-        for path in sorted(root.glob(pattern)):
-            records.append(json.loads(path.read_text()))
-            found.append(path.relative_to(root).as_posix())
-    return records, found
 
 
 def build_campaign(root: Path | str = ".") -> dict[str, Any]:
@@ -108,22 +52,25 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
     root = Path(root)
     sizes: dict[str, Any] = {}
     for size, paths in SIZE_SOURCES.items():
-        records, found = _load(root, paths)
+        records, found = load_records(root, paths)
         scores = merge_scores(records)
-        sizes[str(size)] = {"sources": found, **_setting(scores, MAIN_ARMS if size == 25_000 else SIZE_TABLE_ARMS)}
+        sizes[str(size)] = {
+            "sources": found,
+            **summarize_setting(scores, MAIN_ARMS if size == 25_000 else SIZE_TABLE_ARMS),
+        }
         convit = _convit_geometry(records)
         if convit is not None:
             sizes[str(size)]["convit_geometry"] = convit
     lengths: dict[str, Any] = {}
     length_scores = {}
     for epochs, paths in LENGTH_SOURCES.items():
-        records, found = _load(root, paths)
+        records, found = load_records(root, paths)
         length_scores[epochs] = merge_scores(records)
         lengths[str(epochs)] = {"sources": found}
     long_seeds = sorted({s for arm in length_scores[max(LENGTH_SOURCES)].values() for s in arm})
     for epochs, scores in length_scores.items():  # the comparison is on the seeds the long runs have
         same = {name: {s: v for s, v in per_seed.items() if s in long_seeds} for name, per_seed in scores.items()}
-        lengths[str(epochs)].update(_setting(same, SIZE_ARMS))
+        lengths[str(epochs)].update(summarize_setting(same, SIZE_ARMS))
     short, long = (length_scores[e] for e in sorted(LENGTH_SOURCES))
     lengths["long_minus_short"] = {
         name: paired_differences(long[name], short[name]) for name in SIZE_ARMS if long.get(name) and short.get(name)
@@ -140,21 +87,9 @@ def build_campaign(root: Path | str = ".") -> dict[str, Any]:
         "width": (width := build_width(root)),
         "width_best_rate": [build_best_rate(width, grid) for grid in RATE_GRIDS.values()],
         "width_length": [build_width_length(width, pair) for pair in WIDTH_LENGTHS.values()],
-        "beyond": _beyond(root, width),
-        "convergence": _convergence(root),
+        "beyond": build_beyond(root, width),
+        "convergence": build_convergence(root),
     }
-
-
-def _convergence(root: Path) -> dict[str, Any]:
-    from .convergence import build_convergence  # it reads records as this module does
-
-    return build_convergence(root)
-
-
-def _beyond(root: Path, width: Mapping[str, Any]) -> dict[str, Any]:
-    from .beyond import build_beyond  # it reads records as this module does
-
-    return build_beyond(root, width)
 
 
 def _convit_geometry(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -196,11 +131,11 @@ def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
     regimes: dict[str, Any] = {}
     scores: dict[str, dict[str, dict[int, float]]] = {}
     for key, (label, paths) in REGIMES.items():
-        records, found = _load(root, paths)
+        records, found = load_records(root, paths)
         if key == REGIME_REFERENCE:
             reference_versions = _versions(records)
         scores[key] = {name: s for name, s in merge_scores(records).items() if name in SIZE_ARMS}
-        setting = _setting(scores[key], SIZE_ARMS)
+        setting = summarize_setting(scores[key], SIZE_ARMS)
         ranges = {name: arm["range"] for name, arm in setting["arms"].items() if arm["n"] > 1}
         seeds = sorted({seed for per_seed in scores[key].values() for seed in per_seed})
         regimes[key] = {
@@ -223,7 +158,7 @@ def build_augmentation(root: Path | str = ".") -> dict[str, Any]:
         for key in REGIMES
         if key != REGIME_REFERENCE
     }
-    records, found = _load(root, RERUN_SOURCES)
+    records, found = load_records(root, RERUN_SOURCES)
     rerun_versions = _versions(records)
     rerun = {
         name: {
@@ -259,7 +194,7 @@ def build_width(root: Path | str = ".") -> dict[str, Any]:
     root = Path(root)
     out: dict[str, Any] = {}
     for key, setting in WIDTH_SETTINGS.items():
-        records, found = _load(root, setting.sources)
+        records, found = load_records(root, setting.sources)
         for record, path in zip(records, found, strict=True):
             options = record["train_options"]
             recorded = (
@@ -292,24 +227,9 @@ def build_width(root: Path | str = ".") -> dict[str, Any]:
             "sources": found,
             "devices": {device: sorted(seeds) for device, seeds in sorted(devices.items())},
             "wall_time_s": {name: statistics.fmean(per_seed.values()) for name, per_seed in wall.items()},
-            **_setting(merge_scores(records), WIDTH_ARMS, WIDTH_REFERENCES),
+            **summarize_setting(merge_scores(records), WIDTH_ARMS, WIDTH_REFERENCES),
         }
     return out
-
-
-def better_rates(
-    settings: Sequence[Mapping[str, Any]], arms: Sequence[str]
-) -> tuple[dict[str, dict[int, float]], dict[str, float]]:
-    """Per arm, the seeds of the setting among ``settings`` (apart in the rate alone) where its mean over seeds is
-    higher, and that setting's rate."""
-    scores: dict[str, dict[int, float]] = {}
-    rates: dict[str, float] = {}
-    for name in arms:
-        measured = [setting for setting in settings if name in setting["arms"]]
-        if measured:
-            better = max(measured, key=lambda setting: setting["arms"][name]["mean"])
-            scores[name], rates[name] = dict(better["arms"][name]["per_seed"]), better["lr"]
-    return scores, rates
 
 
 def build_best_rate(width: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
@@ -325,7 +245,7 @@ def build_best_rate(width: Mapping[str, Any], keys: Sequence[str]) -> dict[str, 
         **{key: next(iter(grid.values()))[key] for key in ("images", "width", "head_dim")},
         "grid": [setting["lr"] for setting in grid.values()],
         "rates": rates,
-        **_setting(scores, WIDTH_ARMS, WIDTH_REFERENCES),
+        **summarize_setting(scores, WIDTH_ARMS, WIDTH_REFERENCES),
     }
 
 
