@@ -87,6 +87,12 @@ CASES = [  # (library class (attention class), how it is built, builder)
      _hf("BeitForImageClassification", "BeitConfig")),
     ("transformers Data2VecVisionForImageClassification", "use_relative_position_bias",
      _hf("Data2VecVisionForImageClassification", "Data2VecVisionConfig", use_relative_position_bias=True)),
+    ("transformers Data2VecVisionForImageClassification (defaults)", "Data2VecVisionConfig()",
+     _hf("Data2VecVisionForImageClassification", "Data2VecVisionConfig")),
+    ("transformers ViTMAEModel (masking 0.75 of the patches)", "ViTMAEConfig", _hf("ViTMAEModel", "ViTMAEConfig")),
+    ("transformers SwinForImageClassification", "SwinConfig", lambda: transformers.SwinForImageClassification(
+        transformers.SwinConfig(image_size=32, patch_size=4, embed_dim=48, depths=[1, 1], num_heads=[3, 6],
+                                window_size=4, num_labels=3))),
 ]  # fmt: skip
 
 

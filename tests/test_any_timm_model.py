@@ -150,5 +150,5 @@ def test_compare_model_trains_each_init_on_the_stock_model_resumes_and_notes_ref
     table = (out / "compare.md").read_text()
     assert list(json.loads((out / "results.json").read_text())["top1"]) == ["model-default"]
     assert "| timm's default |" in table and "| mimetic |" not in table
-    assert "mimetic: not compared, the model refuses it: ResNet has no attention layers" in table
+    assert "mimetic: not compared, the model refuses it: ResNet: has no attention layers" in table
     assert "impulse 3x3: not compared, the model refuses it: ResNet" in table

@@ -3,7 +3,7 @@
 Each arm of :data:`~.arms.MODEL_ARMS` trains the stock model with its init named in ``--model-kwargs``
 (``attention_init=impulse kernel_size=3``), which training runs through :func:`structinit_hf.apply_structured_init`
 right after timm builds the model. Before anything trains, each init runs once on a build of the model: one the model
-refuses (``apply_structured_init`` raises a ``ValueError``; ``InitRefused`` is one) is left out of the comparison,
+refuses (``apply_structured_init`` raises :class:`~structinit_hf.InitRefused`) is left out of the comparison,
 with the first line of its message for the table's notes. Which families the init serves is the init's to say.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..init.apply import apply_structured_init
+from ..init.apply import InitRefused, apply_structured_init
 from ..init.options import FAMILIES, family_options
 from ..train import UsageError
 from ..train._internal import load_model
@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_MODEL_ARMS", "REFUSALS", "ModelInits", "head_dim", "model_in
 DEFAULT_MODEL_ARMS = ("model-default", "model-mimetic", "model-impulse3")  # compare --model's, as --family vit's
 
 # what apply_structured_init raises for a model it cannot serve (the arms' own options are valid by construction)
-REFUSALS: tuple[type[Exception], ...] = (ValueError,)
+REFUSALS: tuple[type[Exception], ...] = (InitRefused,)
 
 
 @dataclass(frozen=True)

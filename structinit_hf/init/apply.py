@@ -29,10 +29,17 @@ from .layouts import (
     vit_layout,
 )
 from .mimetic import mimetic_qk, mimetic_vo
-from .options import ImpulseOptions, MixerImpulseOptions, SwinImpulseOptions, init_settings
+from .options import (
+    FAMILY_METHODS,
+    INIT_METHODS,
+    ImpulseOptions,
+    MixerImpulseOptions,
+    SwinImpulseOptions,
+    init_settings,
+)
 from .relative_layouts import RelativeLayout, relative_layout
 
-__all__ = ["InitRefused", "apply_structured_init", "impulse_block_targets", "init_refusal"]
+__all__ = ["RECORDS", "InitRefused", "apply_structured_init", "impulse_block_targets", "init_refusal"]
 
 
 def _content_basis(layout: ViTLayout) -> torch.Tensor:
@@ -318,15 +325,37 @@ def init_refusal(model: nn.Module, method: str = "impulse", **options) -> str | 
     if method == "default":
         return None
     try:
-        family, _ = _family(model)
-    except ValueError as error:
-        return str(error)
-    init_settings(method, options, family)  # a bad option is the caller's error, raised here
-    try:
         apply_structured_init(copy.deepcopy(model), method, **options)
     except InitRefused as error:
         return str(error)
     return None
+
+
+# what an init records on the model; the next init replaces them, a failed one leaves the last init's
+RECORDS = ("structinit_shifts", "structinit_check")
+
+
+def _tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    yield from model.named_parameters()
+    yield from model.named_buffers()
+
+
+def _snapshot(model: nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Every parameter and buffer of ``model`` (non-persistent ones too) and its init records, as they are now."""
+    with torch.no_grad():
+        tensors = {name: tensor.clone() for name, tensor in _tensors(model) if not tensor.is_meta}
+    return tensors, {name: model.__dict__[name] for name in RECORDS if name in model.__dict__}
+
+
+def _restore(model: nn.Module, saved: tuple[dict[str, torch.Tensor], dict[str, Any]]) -> None:
+    tensors, records = saved
+    with torch.no_grad():
+        for name, tensor in _tensors(model):
+            if name in tensors:
+                tensor.copy_(tensors[name])
+    for name in RECORDS:
+        model.__dict__.pop(name, None)
+    model.__dict__.update(records)
 
 
 def apply_structured_init(model: nn.Module, method: str = "impulse", **options) -> nn.Module:
@@ -334,37 +363,47 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     MLP-Mixer in place and return it.
 
     ``method`` is ``"impulse"`` (structured init, arXiv 2404.01139), ``"mimetic"`` (Trockman & Kolter 2023; takes
-    ``seed``; not for a Mixer, which has no attention) or ``"default"`` (leaves the model as it is). Impulse init's
+    ``seed``; not for a Mixer, which has no attention) or ``"default"`` (leaves the weights as they are). Impulse init's
     keyword options are the fields of the family's options: :class:`ImpulseOptions` (ViT: Q/K solved on a positional
     pseudo input; the positional code is written into the patch slots of the model's absolute position embedding,
     since the solve assumes it), :class:`SwinImpulseOptions` (each head's impulse written exactly into its window's
     relative position bias; also the relative-position ViTs, whose bias table or MLP takes it, and the rotary ViTs,
     whose query/key biases do: :mod:`.relative_layouts`) or :class:`MixerImpulseOptions` (each block's token mixer
     starts as a shift). Every block's shifts are recorded as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per
-    head or token mixer shift). The init computes in float32 and writes into the model's dtype, whatever the default
-    dtype.
+    head or token mixer shift); any init, ``"default"`` included, drops what the last one recorded
+    (:data:`RECORDS`). The init computes in float32 and writes into the model's dtype, whatever the default dtype.
 
     A ViT's impulse init checks itself (:mod:`.check`): every block's attention on the init's pseudo input is recorded
-    as ``model.structinit_check`` (``target_mass``, ``hit_rate``, ``uniform`` per block), and where a block does not
-    reach twice uniform attention on its targets, or the model has no position term to write, it raises
-    :class:`InitRefused` (a ``ValueError``, one line naming the model class) and leaves the model as it was.
-    :func:`init_refusal` asks the question without touching the model.
+    as ``model.structinit_check`` (``target_mass``, ``hit_rate``, ``uniform`` per block), and the init is refused
+    where a block falls short of the check's bar (:func:`~.check.require_pattern`).
+
+    A model the init cannot serve (no layout it knows, a method its family does not take, a shape the construction
+    cannot fill, the self-check's verdict) raises :class:`InitRefused` (a ``ValueError``, one line naming the model
+    class and why); a bad option is a plain ``ValueError``, raised before anything is written. On any exception the
+    model is put back as it was: every parameter and buffer, and its records. :func:`init_refusal` asks the question
+    without touching the model.
     """
     if method == "default":
         init_settings(method, options)
+        for name in RECORDS:
+            model.__dict__.pop(name, None)
         return model
     family, relative = _family(model)
-    settings = init_settings(method, options, family)
-    checked = method == "impulse" and family in ("vit", "relpos", "rope")
-    before = {k: v.detach().clone() for k, v in model.state_dict().items() if checked and not v.is_meta}
+    if method in INIT_METHODS and method not in FAMILY_METHODS[family]:
+        raise InitRefused(model, f"init method {method!r} does not apply to a {family} model; it takes "
+                          f"{', '.join(FAMILY_METHODS[family])}")  # fmt: skip
+    settings = init_settings(method, options, family)  # a bad option is the caller's error
+    saved = _snapshot(model)
     try:
+        for name in RECORDS:
+            model.__dict__.pop(name, None)
         with _init_defaults():
             if settings.get("attn_layer_scale") is not None:
                 _open_attention_scale(model, settings["attn_layer_scale"])
             _apply(model, method, family, relative, settings, options)
-    except InitRefused:
-        model.load_state_dict(before, strict=False)
-        for name in ("structinit_shifts", "structinit_check"):
-            model.__dict__.pop(name, None)
+    except BaseException as error:
+        _restore(model, saved)
+        if isinstance(error, ValueError) and not isinstance(error, InitRefused):  # valid options: the model's shape
+            raise InitRefused(model, str(error)) from error
         raise
     return model

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .check import InitRefused
 from .common import to_pair
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "mixer_layout",
     "model_family",
     "swin_layout",
+    "transformers_projections",
     "vit_layout",
 ]
 
@@ -134,9 +136,10 @@ def _timm_layout(model: nn.Module) -> ViTLayout | None:
         if not isinstance(qkv, nn.Linear) or not isinstance(proj, nn.Linear):
             return None
         if not isinstance(getattr(attn, "q_norm", nn.Identity()), nn.Identity):
-            raise ValueError(
-                f"{type(model).__name__} normalizes queries and keys (qk_norm=True); structured init "
-                "solves for raw logits and supports only qk_norm=False"
+            raise InitRefused(
+                model,
+                "normalizes queries and keys (qk_norm=True); structured init solves for raw logits and "
+                "supports only qk_norm=False",
             )
         num_heads = attn.num_heads
         slot = _fused_qkv_slot(qkv, proj, num_heads, getattr(attn, "head_dim", qkv.out_features // 3 // num_heads))
@@ -166,6 +169,18 @@ def _timm_layout(model: nn.Module) -> ViTLayout | None:
     )
 
 
+def transformers_projections(layer: nn.Module) -> tuple[list[nn.Module], nn.Module | None]:
+    """q, k, v, o of a transformers layer (ViT's, DeiT's, BEiT's ``q_proj`` ..., Data2VecVision's
+    ``attention.attention.query`` ... and ``attention.output.dense``) and the module that may hold its relative bias."""
+    attn = getattr(layer, "attention", None)
+    projections = [getattr(attn, name, None) for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    if all(isinstance(p, nn.Linear) for p in projections):
+        return projections, getattr(layer, "relative_position_bias", None)
+    inner, output = getattr(attn, "attention", None), getattr(getattr(attn, "output", None), "dense", None)
+    projections = [getattr(inner, name, None) for name in ("query", "key", "value")] + [output]
+    return projections, getattr(inner, "relative_position_bias", None)
+
+
 def _transformers_layout(model: nn.Module) -> ViTLayout | None:
     base = getattr(model, "base_model", model)  # ViT, DeiT, BEiT ...ForImageClassification keep theirs in .vit ...
     embeddings, config = getattr(base, "embeddings", None), getattr(base, "config", None)
@@ -174,8 +189,7 @@ def _transformers_layout(model: nn.Module) -> ViTLayout | None:
         return None
     attentions = []
     for layer in encoder_layers:
-        attn = getattr(layer, "attention", None)
-        projections = [getattr(attn, name, None) for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
+        projections, _ = transformers_projections(layer)
         if not all(isinstance(p, nn.Linear) for p in projections):
             return None
         attentions.append(_separate_qkv_slot(*projections, num_heads=config.num_attention_heads))
@@ -206,9 +220,10 @@ def vit_layout(model: nn.Module) -> ViTLayout:
         layout = finder(model)
         if layout is not None:
             return layout
-    raise ValueError(
-        f"{type(model).__name__} has no attention layers structured init can handle; expected a timm "
-        "VisionTransformer (blocks[i].attn.qkv) or a transformers ViT (layers[i].attention.q_proj ...)"
+    raise InitRefused(
+        model,
+        "has no attention layers structured init can handle; expected a timm VisionTransformer "
+        "(blocks[i].attn.qkv) or a transformers ViT (layers[i].attention.q_proj ...)",
     )
 
 
@@ -293,9 +308,7 @@ def swin_layout(model: nn.Module) -> SwinLayout:
     """Find the window attentions of a timm ``SwinTransformer`` (``layers[i].blocks[j].attn``)."""
     layout = _swin_layout(model)
     if layout is None:
-        raise ValueError(
-            f"{type(model).__name__} is not a Swin Transformer (layers[i].blocks[j].attn with a bias table)"
-        )
+        raise InitRefused(model, "is not a Swin Transformer (layers[i].blocks[j].attn with a bias table)")
     return layout
 
 
@@ -303,20 +316,21 @@ def mixer_layout(model: nn.Module) -> MixerLayout:
     """Find the token grid and token mixers of a timm ``MlpMixer`` (Mixer, ResMLP or gMLP blocks)."""
     layout = _mixer_layout(model)
     if layout is None:
-        raise ValueError(f"{type(model).__name__} is not an MLP-Mixer (stem.grid_size, blocks[i] with a token mixer)")
+        raise InitRefused(model, "is not an MLP-Mixer (stem.grid_size, blocks[i] with a token mixer)")
     return layout
 
 
 def model_family(model: nn.Module) -> str:
-    """``"vit"``, ``"swin"`` or ``"mixer"``: which layout ``model`` has. ``ValueError`` for none of them."""
+    """``"vit"``, ``"swin"`` or ``"mixer"``: which layout ``model`` has. :class:`~.check.InitRefused` for none."""
     if _timm_layout(model) is not None or _transformers_layout(model) is not None:
         return "vit"
     if _swin_layout(model) is not None:
         return "swin"
     if _mixer_layout(model) is not None:
         return "mixer"
-    raise ValueError(
-        f"{type(model).__name__} has no attention layers structured init can handle; expected a timm VisionTransformer "
+    raise InitRefused(
+        model,
+        "has no attention layers structured init can handle; expected a timm VisionTransformer "
         "(blocks[i].attn.qkv), a transformers ViT (layers[i].attention.q_proj ...), a timm SwinTransformer "
-        "(layers[i].blocks[j].attn.relative_position_bias_table) or a timm MlpMixer (blocks[i].mlp_tokens)"
+        "(layers[i].blocks[j].attn.relative_position_bias_table) or a timm MlpMixer (blocks[i].mlp_tokens)",
     )

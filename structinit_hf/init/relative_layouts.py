@@ -19,7 +19,7 @@ from torch import nn
 
 from . import position_bias, token_mixing
 from .common import to_pair
-from .layouts import AttentionSlot, _fused_qkv_slot, _separate_qkv_slot
+from .layouts import AttentionSlot, _fused_qkv_slot, _separate_qkv_slot, transformers_projections
 
 __all__ = ["RelativeLayout", "RelativeSlot", "relative_layout"]
 
@@ -159,18 +159,6 @@ def _rope_writer(
     return write
 
 
-def _transformers_projections(layer: nn.Module) -> tuple[list[nn.Module], nn.Module | None]:
-    """q, k, v, o of a transformers layer (BEiT's ``q_proj`` ..., Data2VecVision's ``attention.attention.query`` ...
-    and ``attention.output.dense``) and the module that may hold its relative bias."""
-    attn = getattr(layer, "attention", None)
-    projections = [getattr(attn, name, None) for name in ("q_proj", "k_proj", "v_proj", "o_proj")]
-    if all(isinstance(p, nn.Linear) for p in projections):
-        return projections, getattr(layer, "relative_position_bias", None)
-    inner, output = getattr(attn, "attention", None), getattr(getattr(attn, "output", None), "dense", None)
-    projections = [getattr(inner, name, None) for name in ("query", "key", "value")] + [output]
-    return projections, getattr(inner, "relative_position_bias", None)
-
-
 def _transformers_relative(model: nn.Module) -> RelativeLayout | None:
     base = getattr(model, "base_model", model)
     config, encoder = getattr(base, "config", None), getattr(base, "encoder", None)
@@ -185,7 +173,7 @@ def _transformers_relative(model: nn.Module) -> RelativeLayout | None:
     shared = _bias_writer(shared, grid, keys)
     slots = []
     for layer in layers:
-        projections, bias = _transformers_projections(layer)
+        projections, bias = transformers_projections(layer)
         if not all(isinstance(p, nn.Linear) for p in projections):
             return None
         writer = _bias_writer(bias, grid, keys)
