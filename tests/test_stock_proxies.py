@@ -124,12 +124,17 @@ def test_the_issue_67_queue_is_the_whole_factorial_once_seed_major():
     lines = [line.split() for line in (REPO / "study/queues/issue-67.txt").read_text().splitlines()]
     runs = [(int(seed), profile, arm) for profile, seed, arm, *_ in (f for f in lines if f[0] != "#")]
     inits = ("model-default", "model-impulse3", "model-mimetic", "model-impulse3-mimeticvo")
-    scaled = ("model-impulse3-attnls0.1", "model-impulse3-attnls1")
+    both = "model-impulse3-mimeticvo-attnls1"
+
+    def built(family: str, seed: int) -> tuple[str, ...]:  # the sweep (0.1, 1) on seed 0; then 1, its winner
+        sweep = ("model-impulse3-attnls0.1",) * (seed == 0 or family == "deit3") + ("model-impulse3-attnls1",)
+        return (*inits, *sweep, *(() if family == "deit3" else (both,)))
+
     expected = [
         (seed, f"cpu-proxy-n2500-{family}{off}", arm)
         for seed in range(3)
         for family in STOCK_MODELS
-        for off, arms in (("", inits + scaled), ("-ls1", inits))
+        for off, arms in (("", built(family, seed)), ("-ls1", inits))
         for arm in arms
         if not (family == "deit3" and arm == "model-impulse3-mimeticvo")  # its impulse writes mimetic V/O already
     ]

@@ -317,6 +317,14 @@ MODEL_ARMS: dict[str, Arm] = {
             )
             for scale in (0.1, 1.0)
         ),
+        Arm(
+            "model-impulse3-mimeticvo-attnls1",
+            "impulse 3x3, mimetic value/output, the attention branch's layer scale started at 1",
+            "",
+            {"attention_init": "impulse", "kernel_size": 3, "value_init": "mimetic", "attn_layer_scale": 1.0},
+            label="impulse 3x3 + mimetic V/O, attention layer scale 1",
+            family="model",
+        ),
     )
 }
 

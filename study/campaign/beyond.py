@@ -129,7 +129,13 @@ for _family, _arms in (("swin", SWIN_ARMS[:3]), ("mixer", MIXER_ARMS)):
 # 56), then issue 67's factorial at 1e-3 on them and DeiT-III: layer scale as timm builds it and off at init (-ls1),
 # each init beside the impulse with mimetic V/O and the impulse opening its own attention branch
 STOCK_NAMES = {"deit3": "DeiT-III", "relpos": "relative-position ViT", "rope": "rotary (RoPE) ViT"}
-FACTORIAL_ARMS = (*STOCK_ARMS, "model-impulse3-mimeticvo", "model-impulse3-attnls0.1", "model-impulse3-attnls1")
+FACTORIAL_ARMS = (
+    *STOCK_ARMS,
+    "model-impulse3-mimeticvo",
+    "model-impulse3-attnls0.1",
+    "model-impulse3-attnls1",
+    "model-impulse3-mimeticvo-attnls1",
+)
 LAYER_SCALE_OFF_ARMS = FACTORIAL_ARMS[:4]  # with every gamma at 1 the branch is open already
 # DeiT-III takes the plain ViT's impulse, whose default value_init is mimetic already: its "+ mimetic V/O" arm would be
 # its impulse arm again, so it is not run
@@ -227,7 +233,7 @@ def _factorial(root: Path, family: str) -> dict[str, Any]:
     gammas.update({LAYER_SCALE_OFF + name: gamma for name, gamma in _layer_scales(off).items()})
     cells = [*FACTORIAL_ARMS, *(LAYER_SCALE_OFF + name for name in LAYER_SCALE_OFF_ARMS)]
     if family in WITHOUT_MIMETIC_VO:
-        cells = [name for name in cells if not name.endswith("model-impulse3-mimeticvo")]
+        cells = [name for name in cells if "mimeticvo" not in name]
     return {
         "model": STOCK_MODELS[family],
         "name": STOCK_NAMES[family],
