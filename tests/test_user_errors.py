@@ -58,6 +58,10 @@ def _train(*extra: str):
     return lambda paths, out: synthetic_args(paths.dataset, out, *extra)
 
 
+def _compare(model: str, *model_kwargs: str, out: Path) -> list[str]:
+    return ["--model", model, "--model-kwargs", *model_kwargs, "--epochs", "1", "--output-dir", str(out)]
+
+
 def _evaluate(*extra: str):
     return lambda paths, out: [
         *TINY_MODEL, "--allow-untrained", "--dataset", str(paths.dataset), "--output", str(out / "r.json"), *extra
@@ -145,6 +149,52 @@ CASES = {
         _train("--model-kwargs", "global_pool=mean"),
         {},
         "--model-kwargs global_pool='mean': global_pool takes one of '', 'avg',",
+    ),
+    "model-kwargs-none": (
+        "train",
+        _train("--model-kwargs", "init_values=None"),
+        {},
+        "--model-kwargs init_values=None: timm.create_model drops a keyword whose value is None, so vit_tiny_impulse3",
+    ),
+    "model-kwargs-fixed-by-variant": (
+        "train",
+        lambda paths, out: [
+            "--model",
+            "mixer_s16_224",
+            "--model-kwargs",
+            "img_size=64",
+            "num_blocks=2",
+            "--dataset",
+            str(paths.dataset),
+            "--output-dir",
+            str(out),
+        ],
+        {},
+        "--model-kwargs num_blocks=2: mixer_s16_224 sets num_blocks itself",
+    ),
+    "compare-model-kwargs-type": (
+        "compare",
+        lambda paths, out: _compare("deit_tiny_patch16_224", "img_size=32", "depth=abc", out=out),
+        {},
+        "--model-kwargs depth='abc': depth takes int",
+    ),
+    "compare-model-kwargs-value": (
+        "compare",
+        lambda paths, out: _compare("deit_tiny_patch16_224", "img_size=32", "num_heads=5", out=out),
+        {},
+        "deit_tiny_patch16_224 cannot be built with img_size=32 num_heads=5: AssertionError: dim should be divisible",
+    ),
+    "compare-model-kwargs-fixed-by-variant": (
+        "compare",
+        lambda paths, out: _compare("mixer_s16_224", "img_size=64", "num_blocks=2", out=out),
+        {},
+        "--model-kwargs num_blocks=2: mixer_s16_224 sets num_blocks itself",
+    ),
+    "compare-model-kwargs-none": (
+        "compare",
+        lambda paths, out: _compare("vit_relpos_small_patch16_224", "img_size=32", "init_values=None", out=out),
+        {},
+        "--model-kwargs init_values=None: timm.create_model drops",
     ),
     "weightless-model": (
         "train",

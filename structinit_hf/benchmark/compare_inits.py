@@ -41,6 +41,7 @@ from ..train._internal import (
     DefaultsHelpFormatter,
     KeyValueAction,
     acquire_run_lock,
+    check_model_kwargs,
     dataset_files_digest,
     dataset_source,
     find_columns,
@@ -184,6 +185,8 @@ def _check(settings: CompareSettings) -> CompareSettings:
         raise UsageError(f"--mixed-precision {settings.mixed_precision}: not one of {', '.join(PRECISIONS)}")
     if settings.lr is not None and not 0 < settings.lr < 1:
         raise UsageError(f"--lr {settings.lr:g}: out of range; allowed: a number between 0 and 1")
+    for model in dict.fromkeys([settings.model] if settings.model is not None else [ALL_ARMS[a].model for a in arms]):
+        check_model_kwargs(settings.model_kwargs, model)  # as train checks them; the build names what else is wrong
     if settings.output_dir is not None and settings.output_dir.is_dir():
         foreign = sorted(path.name for path in settings.output_dir.iterdir() if not _comparison_entry(path))
         if foreign:

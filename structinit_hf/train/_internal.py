@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .data.splits import VALIDATION_SPLITS, load_image_classification, stratified_split
     from .data.tensor_data import training_datasets
     from .models.evaluation import library_versions, load_images, numerics
+    from .models.kwargs import check_model_kwargs
     from .models.loading import load_model, model_data_config
     from .publish.hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
     from .settings import SAMPLE_DATASETS, dataset_source, flag_of
@@ -50,6 +51,7 @@ _HOMES = {
     "library_versions": "models.evaluation",
     "load_images": "models.evaluation",
     "numerics": "models.evaluation",
+    "check_model_kwargs": "models.kwargs",
     "load_model": "models.loading",
     "model_data_config": "models.loading",
     "ATTENTION_IMAGE": "publish.hub",
@@ -82,6 +84,7 @@ __all__ = [
     "VALIDATION_SPLITS",
     "acquire_run_lock",
     "check_field_types",
+    "check_model_kwargs",
     "dataset_files_digest",
     "dataset_source",
     "device_defaults",

@@ -2,8 +2,9 @@
 and the build itself (:func:`create_timm_model`), with an attention init named there run on a model of timm's own.
 
 The network is read off the timm entrypoint's return annotation, or, where timm has none, off the class that timm's
-``TypeError`` names. Both the value check before a model is built (:func:`check_model_kwargs`) and the diagnosis of
-an unknown keyword after ``timm.create_model`` refused it (:func:`unknown_keyword`) use it.
+``TypeError`` names. Both the value check before a model is built (:func:`check_model_kwargs`, which ``train``,
+``evaluate`` and ``compare`` call) and the diagnosis of what ``timm.create_model`` refused (:func:`create_timm_model`:
+an unknown keyword, one the variant's entrypoint sets itself, any value the network cannot be built with) use it.
 """
 
 from __future__ import annotations
@@ -108,8 +109,17 @@ def _keyword_hints(model: str) -> dict[str, Any]:
 
 
 def check_model_kwargs(model_kwargs: dict[str, Any], model: str) -> None:
-    """``--model-kwargs`` for the timm name ``model``: a value of the wrong type for its network's keyword or for an
-    init option (``depth=abc``, ``seed=abc``, ``global_pool=mean``) is refused naming the keyword and what it takes."""
+    """``--model-kwargs`` for the timm name ``model``, before anything is built: a value of the wrong type for its
+    network's keyword or for an init option (``depth=abc``, ``seed=abc``, ``global_pool=mean``) is refused naming the
+    keyword and what it takes; a ``None``, which ``timm.create_model`` drops (the model would keep its own value while
+    the run's record says ``None``), is refused naming the keyword."""
+    dropped = [name for name, value in model_kwargs.items() if value is None]
+    if dropped and timm.is_model(model):
+        name = dropped[0]
+        raise UsageError(
+            f"--model-kwargs {name}=None: timm.create_model drops a keyword whose value is None, so {model} would be "
+            f"built with its own {name}; leave {name} out for that, or give it a value"
+        )
     check_kwarg_types(model_kwargs, _keyword_hints(model), "--model-kwargs")
 
 
@@ -118,7 +128,7 @@ SELF_INITIALIZING_MODULES = ["structinit_vit", "structinit_swin", "structinit_mi
 
 
 def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
-    """``timm.create_model(source, **kwargs)``; an unknown keyword is a :class:`UsageError` naming the nearest one.
+    """``timm.create_model(source, **kwargs)``; what it refuses is one :class:`UsageError` (:func:`_build_refusal`).
 
     For a timm name of timm's own, ``attention_init`` and the init's options (``kernel_size``, ``seed`` ...) are taken
     out of ``kwargs`` and that init runs on the built model (:func:`~structinit_hf.apply_structured_init`; a model it
@@ -128,8 +138,10 @@ def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
     init = _pop_init(source, kwargs)
     try:
         model = timm.create_model(source, **kwargs)
-    except TypeError as error:
-        refusal = unknown_keyword(source, error)
+    except UsageError:
+        raise
+    except (TypeError, ValueError, AssertionError, ZeroDivisionError, RuntimeError) as error:
+        refusal = _build_refusal(source, kwargs, error)
         if refusal is None:
             raise
         raise refusal from error
@@ -139,6 +151,35 @@ def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
         shifts = getattr(model, "structinit_shifts", None)
         model.structinit_settings = {"attention_init": method, **options, **({"shifts": shifts} if shifts else {})}
     return model
+
+
+# what timm.create_model takes besides the network's keywords: not the user's to have got wrong
+_LOADING_KEYWORDS = ("pretrained", "pretrained_cfg", "pretrained_cfg_overlay", "checkpoint_path", "cache_dir")
+
+
+def _build_refusal(source: str, kwargs: dict[str, Any], error: Exception) -> UsageError | None:
+    """The one line for what ``timm.create_model(source, **kwargs)`` raised: an unknown keyword (the nearest one
+    named), a keyword the variant's entrypoint sets itself (``mixer_s16_224`` fixes ``num_blocks``), or any other
+    error with keywords given (``depth=-1``, ``num_heads`` that does not divide the width): the keywords and timm's
+    reason. ``None`` (a bug: keep the traceback) when no keyword was given."""
+    if isinstance(error, TypeError):
+        refusal = unknown_keyword(source, error)
+        if refusal is not None:
+            return refusal
+        fixed = re.search(r"got multiple values for keyword argument '(\w+)'", str(error))
+        if fixed is not None and fixed.group(1) in kwargs:
+            name = fixed.group(1)
+            return UsageError(
+                f"--model-kwargs {name}={kwargs[name]!r}: {source} sets {name} itself (its variant's own "
+                f"{name}); leave {name} out, or pick a variant with the {name} you want "
+                f"(timm.list_models({source.split('_')[0] + '*'!r}))"
+            )
+    given = {name: value for name, value in kwargs.items() if name not in _LOADING_KEYWORDS}
+    if not given:
+        return None
+    reason = (str(error).strip().splitlines() or [""])[0]
+    words = " ".join(f"{name}={value!r}" for name, value in given.items())
+    return UsageError(f"{source} cannot be built with {words}: {type(error).__name__}: {reason}; check those values")
 
 
 def _pop_init(source: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
