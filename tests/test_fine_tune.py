@@ -126,9 +126,11 @@ def test_a_fine_tuned_run_publishes_with_its_parent_named(parent, tmp_path, scri
     done = script_in_process("push_to_hub", argv)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (
-        "fine-tuned from a local checkpoint trained on `.../data` (classifier re-initialized), a model that started"
+        "fine-tuned from a local checkpoint `A` trained on `data` (classifier re-initialized), a model that started"
         in done.stdout
     )
+    assert "commit would be 'Upload run F: fine-tuned from A, top-1" in done.stdout
+    assert str(parent.root) not in done.stdout  # no path of this machine in the card or the commit message
     assert "with **structured (impulse 3x3) initialization**" in done.stdout
     assert "Registered as" not in done.stdout
 
