@@ -220,6 +220,7 @@ def test_fresh_models_record_their_init_settings() -> None:
         "shift_order": "random",
         "qk_frobenius": 0.0,
         "position_scale": 1.0,
+        "attn_layer_scale": None,
     }
     assert timm.create_model("vit_mimetic", **TINY).structinit_settings == {"attention_init": "mimetic", "seed": 0}
     assert timm.create_model("vit_tiny_patch2_32", **TINY).structinit_settings == {"attention_init": "default"}
