@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import peft
@@ -162,6 +163,30 @@ def test_a_0_1_field_that_contradicts_model_args_is_refused():
         r"contradicts model_args kernel_size=3; pass model_args alone",
     ):
         StructInitViTConfig(impulse_kernel_size=5, model_args=dict(TINY_ARGS, kernel_size=3))
+
+
+@pytest.mark.parametrize(
+    ("fields", "refusal"),
+    [
+        (dict(attention_init="mimetic"), "attention_init='mimetic' contradicts architecture='vit_tiny_impulse3', which "
+         "sets attention_init='impulse'; pass an architecture that builds it (the ViT-Tiny: 'vit_tiny_mimetic') or "
+         "leave attention_init out"),
+        (dict(impulse_kernel_size=5), "impulse_kernel_size=5 contradicts architecture='vit_tiny_impulse3', which sets "
+         "kernel_size=3; pass an architecture that builds it (the ViT-Tiny: 'vit_tiny_impulse5')"),
+    ],
+)  # fmt: skip
+def test_a_0_1_init_field_that_contradicts_the_architecture_given_is_refused(fields, refusal):
+    """Catches an architecture given beside 0.1's init fields that is silently replaced (vit_tiny_impulse3 with
+    attention_init="mimetic" built vit_tiny_mimetic) or built with another init (impulse_kernel_size=5 gave a 5x5 init
+    under the 3x3 name); the same fields without an architecture still name the model, and fields that agree pass."""
+    with pytest.raises(ValueError, match="^StructInitViTConfig: " + re.escape(refusal)):
+        StructInitViTConfig(architecture="vit_tiny_impulse3", **fields, model_args=TINY_ARGS)
+    assert StructInitViTConfig(**fields).architecture == refusal.split("ViT-Tiny: '")[1].split("'")[0]
+    agreeing = StructInitViTConfig(architecture="vit_tiny_impulse3", attention_init="impulse", impulse_kernel_size=3)
+    assert (agreeing.architecture, agreeing.model_args) == (
+        "vit_tiny_impulse3",
+        {"attention_init": "impulse", "kernel_size": 3},
+    )
 
 
 def test_a_0_1_folder_keeps_its_fields_as_the_record_of_its_init():

@@ -22,7 +22,10 @@ architecture with the ``model_args`` that rebuild the network, timm's pretrained
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
+import textwrap
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +33,7 @@ from typing import Any
 
 import torch
 from safetensors.torch import save_file
-from timm.models import filter_pretrained_cfg, is_model, is_model_in_modules
+from timm.models import filter_pretrained_cfg, is_model, is_model_in_modules, model_entrypoint
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -65,7 +68,10 @@ class StructInitViTConfig(TimmWrapperConfig):
     r"""transformers' ``TimmWrapperConfig`` for this package's registered timm names.
 
     architecture (`str`, *optional*, defaults to `"vit_tiny_impulse3"`):
-        A timm name; any of ``timm.list_models("vit_*impulse*")``, ``vit_tiny_mimetic``, ``vit_tiny_patch2_32``.
+        A timm name; any of ``timm.list_models("vit_*impulse*")``, ``vit_tiny_mimetic``, ``vit_tiny_patch2_32``. Left
+        out, 0.1's init fields (``attention_init``, ``impulse_kernel_size``) choose the ViT-Tiny that has that init;
+        given, a field that contradicts the init the name sets (``vit_tiny_impulse3`` with ``attention_init="mimetic"``
+        or ``impulse_kernel_size=5``) is refused.
     model_args (`dict[str, Any]`, *optional*):
         Keywords for ``timm.create_model``: geometry (``img_size``, ``depth`` ...) and init options (``kernel_size``,
         ``seed``, ``preset`` ...), as in ``timm.create_model(architecture, **model_args)``.
@@ -77,14 +83,17 @@ class StructInitViTConfig(TimmWrapperConfig):
 
     model_type = "structinit_vit"
 
-    architecture: str = "vit_tiny_impulse3"
+    architecture: str = ""  # not given: vit_tiny_impulse3, or the ViT-Tiny 0.1's init fields name
 
     def __post_init__(self, **kwargs: Any) -> None:
         """Build what 0.1's fields asked for (its ``StructInitViTConfig(attention_init="impulse",
-        impulse_kernel_size=5)`` built a 5x5 impulse model): on this package's names they become ``model_args`` and
-        the registered name of the init; on a stock timm architecture (0.1's saved folders name one, with the
-        ``model_args`` that rebuild the weights) they stay the record of the init the weights started from."""
+        impulse_kernel_size=5)`` built a 5x5 impulse model): on this package's names they become ``model_args`` and,
+        with no ``architecture`` given, the registered name of the init; on a stock timm architecture (0.1's saved
+        folders name one, with the ``model_args`` that rebuild the weights) they stay the record of the init the
+        weights started from."""
         release_0_1 = {name: kwargs.pop(name) for name in list(kwargs) if name in _RELEASE_0_1_FIELDS}
+        given = self.architecture or None
+        self.architecture = given or DEFAULT_ARCHITECTURE
         if release_0_1 and is_model_in_modules(self.architecture, ["structinit_vit"]):
             model_args = dict(self.model_args or {})
             for name, value in release_0_1.items():
@@ -98,11 +107,44 @@ class StructInitViTConfig(TimmWrapperConfig):
                     )
                 model_args[keyword] = value
             self.model_args = model_args
-            if self.architecture == type(self).architecture and "attention_init" in release_0_1:
-                self.architecture = _registered_tiny_name(model_args)
+            init = {
+                name: value
+                for name, value in release_0_1.items()
+                if _RELEASE_0_1_FIELDS[name] in _NAME_INIT and value is not None
+            }
+            if given is None and init:  # 0.1's fields name the model
+                self.architecture = _registered_tiny_name({"attention_init": "impulse", **model_args})
+            elif init:
+                _check_name_init(given, init)
         else:
             kwargs.update(release_0_1)
         super().__post_init__(**kwargs)
+
+
+DEFAULT_ARCHITECTURE = "vit_tiny_impulse3"
+
+
+_NAME_INIT = ("attention_init", "kernel_size")  # the init keywords a registered name sets (vit_tiny_impulse3)
+
+
+def _check_name_init(architecture: str, fields: dict[str, Any]) -> None:
+    """Refuse 0.1's init ``fields`` (``attention_init``, ``impulse_kernel_size``) where the registered
+    ``architecture`` sets that keyword itself to another value (its entrypoint's ``model_args = dict(...)``)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(model_entrypoint(architecture))))
+    preset = next(
+        {word.arg: ast.literal_eval(word.value) for word in node.value.keywords if word.arg in _NAME_INIT}
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and [getattr(target, "id", None) for target in node.targets] == ["model_args"]
+    )
+    for name, value in fields.items():
+        keyword = _RELEASE_0_1_FIELDS[name]
+        if keyword in preset and preset[keyword] != value:
+            asked = _registered_tiny_name({**preset, **{_RELEASE_0_1_FIELDS[n]: v for n, v in fields.items()}})
+            raise ValueError(
+                f"StructInitViTConfig: {name}={value!r} contradicts architecture={architecture!r}, which sets "
+                f"{keyword}={preset[keyword]!r}; pass an architecture that builds it (the ViT-Tiny: {asked!r}) or "
+                f"leave {name} out"
+            )
 
 
 # 0.1's config fields -> the timm.create_model keyword each one is now (0.1 described the model by these fields)
