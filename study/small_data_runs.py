@@ -20,6 +20,7 @@ from structinit_hf.benchmark.runs import RUN_LOG, RUN_RESULTS, RUN_TIMING, chang
 from structinit_hf.init.options import IMPULSE_KWARGS, ImpulseOptions, family_options, init_settings
 from structinit_hf.train import TrainingSettings, UsageError, run
 from structinit_hf.train._internal import find_checkpoint, read_trainer_state
+from study import compile_cache
 
 BENCHMARK_CLOCK = "wall_clock.json"  # per study: wall_clock-ablation.json for the ablation
 
@@ -85,7 +86,19 @@ def _train_in_this_process(settings: TrainingSettings, log: Path, threads: int, 
 
     torch.set_num_threads(threads)
     print(f"process start: {time.time() - spawned_at:.1f} s (a fresh interpreter importing the libraries)", flush=True)
-    run(settings)
+    cache = os.environ.get(compile_cache.ENV)
+    if cache and compile_cache.load_compile_cache(Path(cache)):
+        print(f"compile cache: loaded {compile_cache.cache_file(Path(cache))}", flush=True)
+        cache = None  # nothing new to save
+    saved = []
+
+    def save_once(record: dict[str, Any]) -> None:  # after epoch 1: its steps compiled what training runs
+        if cache and not saved:
+            saved.append(compile_cache.save_compile_cache(Path(cache)))
+            if saved[0] is not None:
+                print(f"compile cache: saved {saved[0]}", flush=True)
+
+    run(settings, on_epoch=save_once)
 
 
 def train_one(settings: TrainingSettings, threads: int) -> tuple[int, float]:

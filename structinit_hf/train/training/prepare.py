@@ -165,8 +165,10 @@ class Run:
         return steps_per_epoch(self.recipe, len(self.data.train)) * self.accelerator.gradient_accumulation_steps
 
     def eval_forward(self) -> nn.Module:
-        """The model scored: the EMA when one is kept."""
-        return self.ema.module if self.ema is not None else self.step.network
+        """The model scored: the EMA when one is kept, else the trained model run eagerly, never through the compiled
+        training graph: scoring it there compiles a second graph (no gradients, eval mode) and again for each other
+        batch size, which costs a short compiled run more than all its evaluation does eagerly."""
+        return self.ema.module if self.ema is not None else self.step.model
 
 
 def build_model(model: ModelSettings, label_names: list[str]) -> LoadedModel:
