@@ -282,6 +282,25 @@ def test_a_reinit_drops_what_the_impulse_recorded(method: str) -> None:
     assert not hasattr(model, "structinit_shifts") and not hasattr(model, "structinit_check")
 
 
+def test_the_check_reads_a_vits_attention_without_running_its_mlps() -> None:
+    """Catches the check's cost coming back (issue 67: the whole forward made every impulse build dearer): where every
+    token of every block is fed (a ViT's class token and patches), no block's MLP runs during the init, the maps are
+    those of the whole forward to the bit, and every MLP is in place afterwards."""
+    model = _timm("deit_tiny_distilled_patch16_224")()
+    mlps = [block.mlp for block in model.blocks]
+    calls = []
+    for mlp in mlps:
+        mlp.register_forward_hook(lambda module, args, output: calls.append(module))
+    apply_structured_init(model, "impulse", seed=1)
+    assert calls == [] and [block.mlp for block in model.blocks] == mlps
+    tokens = torch.randn(2 + 64, 48, generator=torch.Generator().manual_seed(0))
+    fast, whole = attention_maps(model, tokens, every_token=True), attention_maps(model, tokens)
+    assert len(calls) == len(mlps) and all(torch.equal(a, b) for a, b in zip(fast, whole, strict=True))
+    with pytest.raises(RuntimeError, match="fed 65 of a block's 66 tokens"):
+        attention_maps(model, tokens[1:], every_token=True)
+    assert [block.mlp for block in model.blocks] == mlps
+
+
 def test_init_refusal_answers_none_where_the_init_takes_and_touches_nothing() -> None:
     model = FAST["vit_relpos_small_patch16_224"]()
     stock = {k: v.clone() for k, v in model.state_dict().items()}

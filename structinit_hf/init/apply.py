@@ -269,10 +269,11 @@ def _family(model: nn.Module) -> tuple[str, RelativeLayout | None]:
 def _check_impulse(
     model: nn.Module, grid: tuple[int, int], tokens: torch.Tensor, prefix_tokens: list[torch.Tensor] | None = None
 ) -> None:
-    """Measure the written pattern per block (``model.structinit_check``) and refuse where it falls short."""
+    """Measure the written pattern per block (``model.structinit_check``) and refuse where it falls short; a ViT's
+    ``prefix_tokens`` (its class and register tokens, maybe none) with ``tokens`` are every token a block sees."""
     if any(p.is_meta for p in model.parameters()) or not attention_blocks(model):
         return
-    prefix = torch.stack(prefix_tokens) if prefix_tokens else None
+    prefix = None if prefix_tokens is None else torch.stack(prefix_tokens) if prefix_tokens else tokens[:0]
     model.structinit_check = block_patterns(model, model.structinit_shifts, grid, tokens, prefix)
     require_pattern(model, model.structinit_check)
 

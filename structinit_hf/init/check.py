@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .common import to_pair, unfused_attention
-from .impulse import impulse_targets, target_fidelity
+from .impulse import index_fidelity
+from .solvers import shift_index
 
 __all__ = [
     "MIN_GAIN",
@@ -78,11 +78,14 @@ def _image(model: nn.Module, transformers: bool) -> torch.Tensor:
 
 
 @contextmanager
-def _fed(blocks: list[nn.Module], tokens: torch.Tensor) -> Iterator[None]:
-    """Every block sees ``tokens`` as its last tokens (the patch tokens, or prefix and patch tokens; batch 1)."""
+def _fed(blocks: list[nn.Module], tokens: torch.Tensor, every_token: bool = False) -> Iterator[None]:
+    """Every block sees ``tokens`` as its last tokens (the patch tokens, or prefix and patch tokens; batch 1); with
+    ``every_token``, as all its tokens."""
 
     def replace(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         hidden = (args[0] if args else kwargs["hidden_states"]).clone()
+        if every_token and len(tokens) < hidden.shape[1]:
+            raise RuntimeError(f"the check fed {len(tokens)} of a block's {hidden.shape[1]} tokens as all of them")
         fed = tokens[-hidden.shape[1] :]  # a block that sees no class token (CaiT's) takes the patch tokens alone
         hidden[:, -len(fed) :] = fed.to(hidden)
         if args:
@@ -97,21 +100,38 @@ def _fed(blocks: list[nn.Module], tokens: torch.Tensor) -> Iterator[None]:
             handle.remove()
 
 
+@contextmanager
+def _attention_only(blocks: list[nn.Module]) -> Iterator[None]:
+    """Every timm block's MLP branch (``mlp``) an identity meanwhile: where each block is fed all its tokens, no
+    block's output is read, and the MLP is about half of what a block computes."""
+    mlps = [(block, block.mlp) for block in blocks if isinstance(getattr(block, "mlp", None), nn.Module)]
+    try:
+        for block, _ in mlps:
+            block.mlp = nn.Identity()
+        yield
+    finally:
+        for block, mlp in mlps:
+            block.mlp = mlp
+
+
 @torch.no_grad()
 def attention_maps(
-    model: nn.Module, tokens: torch.Tensor | None = None, images: torch.Tensor | None = None
+    model: nn.Module, tokens: torch.Tensor | None = None, images: torch.Tensor | None = None, every_token: bool = False
 ) -> list[torch.Tensor]:
     """``heads x T x T`` per block (of the first image), each block fed ``tokens`` (``... x D``) as its last tokens
-    where given; the forward reads ``images`` (default: one all-zero image of the model's size). Eval mode inside."""
+    where given; the forward reads ``images`` (default: one all-zero image of the model's size). Eval mode inside.
+    ``every_token``: ``tokens`` are all the tokens of every block, so no block's output is read (a timm model's MLPs
+    are skipped)."""
     blocks, transformers = _blocks(model)
     training = model.training
     model.eval()
     images = _image(model, transformers) if images is None else images
     try:
-        with _fed(blocks, tokens) if tokens is not None else nullcontext():
+        with _fed(blocks, tokens, every_token) if tokens is not None else nullcontext():
             if transformers:
                 return _transformers_maps(model, images)
-            return _timm_maps(model, blocks, images)
+            with _attention_only(blocks) if every_token else nullcontext():
+                return _timm_maps(model, blocks, images)
     finally:
         model.train(training)
 
@@ -168,7 +188,7 @@ def block_patterns(
     every block fed ``tokens`` (``N x D``) as its patch tokens, after ``prefix_tokens`` (``P x D``) where given (else
     the class and register tokens the model makes from an all-zero image)."""
     fed = tokens if prefix_tokens is None else torch.cat([prefix_tokens.to(tokens), tokens])
-    return target_patterns(attention_maps(model, fed), shifts, grid)
+    return target_patterns(attention_maps(model, fed, every_token=prefix_tokens is not None), shifts, grid)
 
 
 def target_patterns(maps: list[torch.Tensor], shifts: list[list[list[int]]], grid: tuple[int, int]) -> list[dict]:
@@ -176,8 +196,8 @@ def target_patterns(maps: list[torch.Tensor], shifts: list[list[list[int]]], gri
     rows = []
     for block_maps, block in zip(maps, shifts, strict=True):
         prefix = block_maps.shape[-1] - grid[0] * grid[1]  # class and register tokens come first
-        targets = F.pad(impulse_targets(grid, torch.tensor(block, dtype=torch.long)), (prefix, 0))
-        fidelity = target_fidelity(block_maps[:, prefix:].cpu(), targets)
+        target, valid = shift_index(grid, torch.tensor(block, dtype=torch.long))
+        fidelity = index_fidelity(block_maps[:, prefix:].cpu(), target + prefix, valid)
         rows.append({**{k: round(v, 4) for k, v in fidelity.items()}, "uniform": round(1 / block_maps.shape[-1], 4)})
     return rows
 

@@ -32,6 +32,7 @@ __all__ = [
     "impulse_logit_targets",
     "impulse_shifts",
     "impulse_targets",
+    "index_fidelity",
     "pseudo_input",
     "sincos_2d",
     "target_fidelity",
@@ -204,13 +205,17 @@ def target_fidelity(maps: torch.Tensor, targets: torch.Tensor) -> dict[str, floa
     ``hit_rate``: share of those rows whose argmax is the target; ``target_mass``: mean attention
     weight on the target.  ``maps`` may carry a leading batch dimension.
     """
-    valid = targets.sum(-1) > 0
-    target_index = targets.argmax(-1)
-    if maps.dim() == targets.dim() + 1:
+    return index_fidelity(maps, targets.argmax(-1), targets.sum(-1) > 0)
+
+
+def index_fidelity(maps: torch.Tensor, target: torch.Tensor, valid: torch.Tensor) -> dict[str, float]:
+    """:func:`target_fidelity` of targets as index maps (``target[h, i]`` the key of row ``i``'s target, ``valid``
+    where it has one: :func:`~structinit_hf.init.solvers.shift_index`), without the dense ``N x N`` maps."""
+    if maps.dim() == target.dim() + 2:
         valid = valid.expand(maps.shape[0], *valid.shape)
-        target_index = target_index.expand(maps.shape[0], *target_index.shape)
-    hits = maps.argmax(-1) == target_index
-    mass = maps.gather(-1, target_index.unsqueeze(-1)).squeeze(-1)
+        target = target.expand(maps.shape[0], *target.shape)
+    hits = maps.argmax(-1) == target
+    mass = maps.gather(-1, target.unsqueeze(-1)).squeeze(-1)
     return {"hit_rate": hits[valid].float().mean().item(), "target_mass": mass[valid].float().mean().item()}
 
 
