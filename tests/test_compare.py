@@ -160,7 +160,7 @@ def test_the_readme_shows_the_committed_compare_output():
 
 
 def test_an_arm_whose_loss_stayed_near_chance_is_warned(tmp_path):
-    from structinit_hf.benchmark.compare_inits import untrained_warning
+    from structinit_hf.benchmark.summary import untrained_warning
 
     def run(name: str, losses: list[float]) -> Path:
         folder = tmp_path / name

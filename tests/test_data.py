@@ -173,7 +173,7 @@ def test_integer_labels_without_classlabel(tmp_path) -> None:
 
 
 def test_missing_local_folder_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="not a folder"):
+    with pytest.raises(ValueError, match=r"^dataset folder './no/such/folder' does not exist \(\./ holds "):
         load_raw_dataset("./no/such/folder")
 
 

@@ -58,6 +58,12 @@ def _train(*extra: str):
     return lambda paths, out: synthetic_args(paths.dataset, out, *extra)
 
 
+def _beside_a_folder(out: Path, name: str) -> str:
+    """``name`` (``a/b``, relative to the test's folder, where it runs) with its folder ``a/`` made, ``b`` missing."""
+    (out.parent / name).parent.mkdir(parents=True, exist_ok=True)
+    return name
+
+
 def _compare(model: str, *model_kwargs: str, out: Path) -> list[str]:
     return ["--model", model, "--model-kwargs", *model_kwargs, "--epochs", "1", "--output-dir", str(out)]
 
@@ -195,6 +201,18 @@ CASES = {
         lambda paths, out: _compare("vit_relpos_small_patch16_224", "img_size=32", "init_values=None", out=out),
         {},
         "--model-kwargs init_values=None: timm.create_model drops",
+    ),
+    "missing-dataset-folder": (
+        "train",
+        lambda paths, out: [*TINY_MODEL, "--dataset", _beside_a_folder(out, "data/mine"), "--output-dir", str(out)],
+        UNREACHABLE_HUB,
+        "dataset folder 'data/mine' does not exist (data/ holds no folders); pass a folder that datasets can load",
+    ),
+    "compare-missing-dataset-folder": (
+        "compare",
+        lambda paths, out: ["--dataset", _beside_a_folder(out, "data/mine"), "--output-dir", str(out)],
+        UNREACHABLE_HUB,
+        "dataset folder 'data/mine' does not exist (data/ holds no folders)",
     ),
     "weightless-model": (
         "train",
@@ -340,3 +358,12 @@ def test_a_user_error_from_a_fresh_process_is_one_line_and_exit_status_2(case, p
     command = [sys.executable, str(REPO / "scripts" / f"{script}.py"), *argv(paths, tmp_path / "out")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     _check_one_line(case, done, tmp_path / "out")
+
+
+def test_compare_refuses_a_recipe_value_before_printing_anything(script_in_process, tmp_path) -> None:
+    """Catches a value each run refuses only once the comparison has printed its dataset line and the command that
+    resumes it (a hint to rerun what can never run)."""
+    done = script_in_process("compare", ["--epochs", "-1", "--output-dir", str(tmp_path / "c")])
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.strip() == "error: --epochs -1 (epochs=-1): out of range; allowed: an integer >= 1"
+    assert not (tmp_path / "c").exists()

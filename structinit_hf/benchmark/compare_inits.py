@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import shlex
 import shutil
 import sys
@@ -33,7 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..atomic import write_json, write_text
-from ..train import TrainingStopped, UsageError, run
+from ..train import TrainingSettings, TrainingStopped, UsageError, run
 from ..train._internal import (
     LOCK_FILE,
     SAMPLE_DATASETS,
@@ -42,6 +41,7 @@ from ..train._internal import (
     KeyValueAction,
     acquire_run_lock,
     check_model_kwargs,
+    check_run_args,
     dataset_files_digest,
     dataset_source,
     find_columns,
@@ -54,9 +54,9 @@ from .model_arms import DEFAULT_MODEL_ARMS, model_inits, model_profile
 from .profiles import WIDE_HEAD_DIM, BenchmarkDataset, Profile, proxy_lr
 from .runs import RUN_LOG, RUN_RESULTS, changed_flags, run_settings
 from .stats import mean_std_text
-from .summary import aggregate_runs, numerics_line, versus_cells, write_outputs
+from .summary import aggregate_runs, numerics_line, untrained_warning, versus_cells, write_outputs
 
-__all__ = ["compare", "compare_command", "compare_parser", "render_table", "untrained_warning"]
+__all__ = ["compare", "compare_command", "compare_parser", "render_table"]
 
 
 def compare_parser() -> argparse.ArgumentParser:
@@ -185,6 +185,8 @@ def _check(settings: CompareSettings) -> CompareSettings:
         raise UsageError(f"--mixed-precision {settings.mixed_precision}: not one of {', '.join(PRECISIONS)}")
     if settings.lr is not None and not 0 < settings.lr < 1:
         raise UsageError(f"--lr {settings.lr:g}: out of range; allowed: a number between 0 and 1")
+    recipe = {flag: getattr(settings, flag) for flag in RECIPE_FLAGS if getattr(settings, flag) is not None}
+    check_run_args(TrainingSettings().with_flags(**recipe), num_processes=1)  # as each run would, before any output
     for model in dict.fromkeys([settings.model] if settings.model is not None else [ALL_ARMS[a].model for a in arms]):
         check_model_kwargs(settings.model_kwargs, model)  # as train checks them; the build names what else is wrong
     if settings.output_dir is not None and settings.output_dir.is_dir():
@@ -401,24 +403,6 @@ def compare(settings: CompareSettings) -> CompareResult:
     print(f"{out_dir}: results.json, curves.png (top-1 per epoch), compare.md, one run folder per init")
     verdicts = {arm: versus_cells(versus)[1] for arm, versus in record["vs_default"].items()}
     return CompareResult(out_dir, table, top1, record["vs_default"], verdicts, record)
-
-
-CHANCE_SHARE = 0.95  # a final training loss above this share of chance level (ln of the class count) barely moved
-
-
-def untrained_warning(run_dir: Path) -> str | None:
-    """A one-line warning when a run's training loss ended near chance level (``ln(classes)``): an arm that did not
-    train makes the comparison unfair, whatever its score. ``None`` when it trained."""
-    losses = [json.loads(line)["train_loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    classes = json.loads((run_dir / RUN_RESULTS).read_text())["num_classes"]
-    chance = math.log(classes)
-    if not losses or classes < 2 or losses[-1] <= CHANCE_SHARE * chance:
-        return None
-    return (
-        f"warning: {run_dir.name}: training loss {losses[0]:.2f} -> {losses[-1]:.2f} over {len(losses)} epoch(s), "
-        f"near chance (ln {classes} = {chance:.2f}): this arm barely trained, so the comparison is not a fair one; "
-        "more epochs or a lower --lr may be what it needs"
-    )
 
 
 def _drop_untouched(out_dir: Path) -> None:

@@ -1,9 +1,11 @@
-"""The record (``results.json``), table (``results.md``) and curves (``curves.png``) of a comparison's finished runs."""
+"""The record (``results.json``), table (``results.md``) and curves (``curves.png``) of a comparison's finished runs,
+and the warning for a run that barely trained."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -411,3 +413,21 @@ def write_outputs(record: dict[str, Any], out_dir: Path) -> None:
     write_json(out_dir / "results.json", record)
     plot_curves(record, out_dir / "curves.png")
     write_text(out_dir / "results.md", render_results_markdown(record))
+
+
+CHANCE_SHARE = 0.95  # a final training loss above this share of chance level (ln of the class count) barely moved
+
+
+def untrained_warning(run_dir: Path) -> str | None:
+    """A one-line warning when a run's training loss ended near chance level (``ln(classes)``): an arm that did not
+    train makes the comparison unfair, whatever its score. ``None`` when it trained."""
+    losses = [json.loads(line)["train_loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    classes = json.loads((run_dir / RUN_RESULTS).read_text())["num_classes"]
+    chance = math.log(classes)
+    if not losses or classes < 2 or losses[-1] <= CHANCE_SHARE * chance:
+        return None
+    return (
+        f"warning: {run_dir.name}: training loss {losses[0]:.2f} -> {losses[-1]:.2f} over {len(losses)} epoch(s), "
+        f"near chance (ln {classes} = {chance:.2f}): this arm barely trained, so the comparison is not a fair one; "
+        "more epochs or a lower --lr may be what it needs"
+    )

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .cli.args import DefaultsHelpFormatter, KeyValueAction
     from .cli.commands import run_script, script_imports
     from .cli.errors import check_field_types
+    from .cli.settings_checks import check_run_args
     from .data.dataloaders import train_dataloader
     from .data.image_folders import dataset_files_digest
     from .data.images import rgb_image
@@ -39,6 +40,7 @@ _HOMES = {
     "run_script": "cli.commands",
     "script_imports": "cli.commands",
     "check_field_types": "cli.errors",
+    "check_run_args": "cli.settings_checks",
     "train_dataloader": "data.dataloaders",
     "dataset_files_digest": "data.image_folders",
     "rgb_image": "data.images",
@@ -85,6 +87,7 @@ __all__ = [
     "acquire_run_lock",
     "check_field_types",
     "check_model_kwargs",
+    "check_run_args",
     "dataset_files_digest",
     "dataset_source",
     "device_defaults",

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 import datasets
 from huggingface_hub import constants as hub_constants
 
-from ..cli.errors import UsageError
+from ..cli.errors import UsageError, did_you_mean
 from ..settings import DataSettings
 from .image_folders import image_folder_files, read_image_folder, timm_label_order
 
@@ -65,6 +65,31 @@ def _is_save_to_disk_folder(path: Path) -> bool:
     return any((path / name).is_file() for name in _SAVE_TO_DISK_FILES)
 
 
+def _local(dataset: str) -> bool:
+    """Whether ``dataset`` names a local path, not a Hub id (``namespace/name``): it exists, starts like a path, has
+    more than one ``/``, or is ``a/b`` beside a folder ``a/`` (a mistyped folder, not a Hub id)."""
+    path = Path(dataset).expanduser()
+    if path.exists() or dataset.startswith((".", "/", "~")) or dataset.count("/") > 1:
+        return True
+    return dataset.count("/") == 1 and path.parent.is_dir()
+
+
+def _not_a_folder(dataset: str) -> UsageError:
+    """The one line for a local ``dataset`` that is no folder: a file, or nothing, and what its parent holds."""
+    path = Path(dataset).expanduser()
+    if path.exists():
+        return UsageError(f"dataset {dataset!r} is not a folder; pass a Hub id or a folder that datasets can load")
+    parent = next((folder for folder in path.parents if folder.is_dir()), None)
+    beside = ""
+    if parent is not None:
+        there = sorted(item.name for item in parent.iterdir() if item.is_dir() and not item.name.startswith("."))
+        beside = f" ({parent}/ holds {', '.join(there[:8]) or 'no folders'}{did_you_mean(path.name, there)})"
+    return UsageError(
+        f"dataset folder {dataset!r} does not exist{beside}; pass a folder that datasets can load, or a Hub id whose "
+        "namespace is not a local folder"
+    )
+
+
 def load_raw_dataset(dataset: str, config: str | None = None) -> datasets.DatasetDict:
     """Load ``dataset`` (Hub id, local data folder or ``save_to_disk`` folder) as a ``DatasetDict``.
 
@@ -77,8 +102,8 @@ def load_raw_dataset(dataset: str, config: str | None = None) -> datasets.Datase
             loaded = read_image_folder(path)
             if loaded is None:
                 loaded = datasets.load_dataset(str(path), name=config)
-    elif path.exists() or dataset.startswith((".", "/", "~")):
-        raise ValueError(f"dataset {dataset!r} is not a folder; pass a Hub id or a folder that datasets can load")
+    elif _local(dataset):
+        raise _not_a_folder(dataset)
     else:
         ensure_hub_reachable(dataset)
         try:
@@ -154,7 +179,9 @@ def find_columns(
 def known_label_names(data: DataSettings) -> list[str] | None:
     """The class names as the dataset's metadata records them (no image read), or ``None`` if it does not."""
     path = Path(data.dataset).expanduser()
-    if not path.exists() and not data.dataset.startswith((".", "/", "~")):
+    if not path.is_dir() and _local(data.dataset):
+        raise _not_a_folder(data.dataset)
+    if not _local(data.dataset):
         ensure_hub_reachable(data.dataset)  # an unreachable Hub fails at once, as loading it would
     try:
         image_folder = image_folder_files(path) if path.is_dir() and not _is_save_to_disk_folder(path) else None
