@@ -367,3 +367,17 @@ def test_compare_refuses_a_recipe_value_before_printing_anything(script_in_proce
     assert done.returncode == 2 and done.stdout == "", done.stdout
     assert done.stderr.strip() == "error: --epochs -1 (epochs=-1): out of range; allowed: an integer >= 1"
     assert not (tmp_path / "c").exists()
+
+
+def test_evaluate_refuses_an_output_it_cannot_write_before_scoring(script_in_process, paths, tmp_path) -> None:
+    """Catches an output location that is refused only after every image was scored, in an error naming the
+    temporary file the record was being written to."""
+    (tmp_path / "afile").write_text("")
+    output = tmp_path / "afile" / "r.json"
+    argv = [*TINY_MODEL, "--allow-untrained", "--dataset", str(paths.dataset), "--output", str(output)]
+    done = script_in_process("evaluate", argv)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.strip() == (
+        f"error: --output {output}: cannot write there ({tmp_path / 'afile'}: Not a directory); pass --output FILE in "
+        "a writable folder"
+    )

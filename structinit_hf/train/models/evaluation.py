@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import fields
@@ -222,6 +223,21 @@ def _record_path(settings: EvaluationSettings) -> Path:
     return folder.resolve().parent / EVALUATION_FILE
 
 
+def _check_writable(output: Path) -> None:
+    """Refuse, before anything is scored, a record that could not be written: its folder (or the nearest that exists)
+    refuses a file, as the OS says (read-only, permissions, a file where a folder should be)."""
+    folder = output.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as error:
+        raise UsageError(
+            f"--output {output}: cannot write there ({folder}: {error.strerror or error}); pass --output FILE in a "
+            "writable folder"
+        ) from None
+
+
 def _check_evaluation_args(settings: EvaluationSettings, accelerator: Accelerator) -> None:
     """Refuse, in one line naming the flag, its value and what is allowed, a value ``evaluate.py`` cannot use."""
     if builds_untrained(settings.model) and not settings.allow_untrained:
@@ -319,11 +335,12 @@ def evaluate(settings: EvaluationSettings) -> EvaluationRecord:
     accelerator = Accelerator(mixed_precision=settings.mixed_precision)
     _check_evaluation_args(settings, accelerator)
     untrained = builds_untrained(settings.model)
+    output = _record_path(settings)
+    _check_writable(output)
     start = time.perf_counter()
     model, init, _ = load_model(  # built (and its keywords checked) before any data is read
         settings.model, model_kwargs=settings.model_kwargs, trust_remote_code=settings.trust_remote_code
     )
-    output = _record_path(settings)
     trained = _previous_training(settings.model)
     splits = _evaluation_splits(settings, trained)
     data = load_image_classification(
