@@ -166,6 +166,7 @@ UNSUPPORTED = {  # (model, method, options): no layout fits, a method the family
     "SwinForImageClassification": (lambda: transformers.SwinForImageClassification(transformers.SwinConfig(
         image_size=32, patch_size=4, embed_dim=24, depths=[1, 1], num_heads=[1, 2], window_size=4)), "impulse", {}),
     "mixer_mimetic": (lambda: MlpMixer(**SMALL_MIXER), "mimetic", {}),
+    "mixer_value_init": (lambda: MlpMixer(**SMALL_MIXER), "impulse", dict(value_init="mimetic")),  # compare's V/O arm
     "kernel_past_the_grid": (_timm("vit_tiny_patch16_224"), "impulse", dict(kernel_size=9)),
 }  # fmt: skip
 
@@ -181,9 +182,9 @@ def _unchanged(model, state: dict[str, torch.Tensor]) -> bool:
 
 @pytest.mark.parametrize("name", UNSUPPORTED)
 def test_every_refusal_is_an_init_refused_in_one_line_naming_the_class(name: str) -> None:
-    """Catches a refusal ``except InitRefused`` misses (ConViT ... transformers' Swin, a Mixer asked for mimetic, a
-    kernel past the grid raised plain ``ValueError``s): one ``InitRefused``, one line, the class first, nothing
-    written."""
+    """Catches a refusal ``except InitRefused`` misses (ConViT ... transformers' Swin, a Mixer asked for mimetic or
+    mimetic's value/output, a kernel past the grid raised plain ``ValueError``s): one ``InitRefused``, one line, the
+    class first, nothing written."""
     build, method, options = UNSUPPORTED[name]
     torch.manual_seed(0)
     model = build()

@@ -30,11 +30,13 @@ from .layouts import (
 )
 from .mimetic import mimetic_qk, mimetic_vo
 from .options import (
+    FAMILIES,
     FAMILY_METHODS,
     INIT_METHODS,
     ImpulseOptions,
     MixerImpulseOptions,
     SwinImpulseOptions,
+    family_options,
     init_settings,
 )
 from .relative_layouts import RelativeLayout, relative_layout
@@ -359,6 +361,12 @@ def _restore(model: nn.Module, saved: tuple[dict[str, torch.Tensor], dict[str, A
     model.__dict__.update(records)
 
 
+def _foreign_options(family: str, options: dict) -> list[str]:
+    """The options given that another family's impulse init takes and ``family``'s does not (a Mixer's value_init)."""
+    known = {name for other in FAMILIES for name in family_options(other)}
+    return sorted(known.intersection(options) - set(family_options(family)))
+
+
 def apply_structured_init(model: nn.Module, method: str = "impulse", **options) -> nn.Module:
     """Initialize the attention (or token mixing) of a timm or transformers ViT, a timm Swin Transformer or a timm
     MLP-Mixer in place and return it.
@@ -393,6 +401,9 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     if method in INIT_METHODS and method not in FAMILY_METHODS[family]:
         raise InitRefused(model, f"init method {method!r} does not apply to a {family} model; it takes "
                           f"{', '.join(FAMILY_METHODS[family])}")  # fmt: skip
+    foreign = _foreign_options(family, options) if method == "impulse" else []
+    if foreign:
+        raise InitRefused(model, f"is a {family} model, whose impulse init has no {', '.join(foreign)}")
     settings = init_settings(method, options, family)  # a bad option is the caller's error
     saved = _snapshot(model)
     try:
