@@ -1,49 +1,60 @@
 #!/usr/bin/env bash
-# One loan of a GPU machine for issue 48, in one call sized to the device time at hand (BUDGET seconds, default 540):
-#   0. issue 45: the Swin and Mixer inits built on the GPU against the CPU's (study/device_init_check.py, about 30 s);
-#   1. can DataLoader workers hand tensors over on this machine (an earlier loan's sandbox could not: "received 0
-#      items of ancdata")? If only torch's file_system sharing works, it is switched on for this call, and said so;
-#   2. training throughput: study/benchmark_training.py, `train` at its GPU defaults (bf16 + compile) and in eager
-#      fp32 against a bare loop on the same model and batch (the paper's architecture, batch 512), and the input
-#      pipeline alone;
-#   3. the paper's architecture and recipe on all of CIFAR-10 (profile cifar10-paper-recipe): timm's default, mimetic
-#      and `shift`, seeds SEEDS (default 0), JOBS runs sharing the GPU (default 3), for EPOCHS epochs (default: as
-#      many whole epochs as the time left allows; a later seed takes the first loan's EPOCHS, so that seeds compare).
-# PIPELINES=tensor (the default: none) also times the input pipeline alone in step 2. STEPS names the steps to run
-# (default "check throughput paper"; step 1 always runs). ARMS narrows step 3 to some arms (default: all three), for a
-# seed a loan left short of one.
+# The next loan (issue 69: the paper's recipe at 50 epochs, one seed of the three arms per loan), two commands on the
+# warm machine, from the checkout root, the second the same command resuming what the first left:
 #
-# Where it stands (2026-11-28, fourth loan): steps 0 and 2 are done and committed (study/records/device/
-# init_check-cuda*.md, study/records/training/), and step 3's 10-epoch schedule has its 3 seeds (seed 0 on an H200,
-# three runs sharing it in 192 s; seeds 1 and 2 on H100s, 388 s and 432 s; six runs at once did not fit a loan).
-# Three runs sharing an H100 train at about 4,100 img/s each (12 s an epoch), yet each run took 430 s for 215 s of
-# epochs. A fifth call (2 epochs, cut at 203 s, study/records/gpu/loan-2026-11-28-h100-timing/) found that about 180 s
-# pass before a run's first epoch begins (15 s on the 2-core CPU with a 1-block model; the cause on the H100 is not
-# established). The seed-2 runs' metrics.jsonl add epoch 1's own cost: 62-75 s of training (21 s waiting for the
-# first batch, the rest mostly compiling) and a 37-40 s first validation (the eval graph compiling), against 12 s for
-# each later epoch; the test then takes about 23 s. So on an H100 a run of E epochs is about 205 s outside its epochs
-# + 115 s for epoch 1 + 12.4 s for each later one (432 s at E = 10, as measured), and the paper step of a 590-s
-# command has 529 s (it starts at about 36 s and leaves 25 s for packing). The seed-2 loan's paper step took 42 s more
-# than its slowest run (the benchmark's start and wrap-up, the copying), so 12 epochs (about 457 s a run) leave some
-# 30 s to spare at that loan's pace (the seed-1 loan ran 10% faster), 13 about 18 s, 15 none (an earlier plan here
-# said 15: it left epoch 1 out). (The H200 loan ran the same 10 epochs in 186-192 s, its runs starting minutes after
-# its throughput step had compiled the same model; whether a warm compiler cache or the card made the difference is
-# not established.) Each run's log now times its process start, its set-up and its first compiled step, and loan.log
-# gathers those lines, so the next loan says where the 180 s go. The next loan, the longest whole schedule that fits:
-#   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=12 JOBS=3 BUDGET=590 bash study/gpu_loan.sh
-# One call, from the checkout root, with the data and the wheels the machine lacks carried along (the fourth loan's
-# way; the tree travels with what is carried, 64 MiB at most: without the records it is 5.4 MB, 65 MB in all):
+#   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=50 JOBS=3 BUDGET=590 bash study/gpu_loan.sh
+#   SHARING=file_system STEPS=paper SEEDS=0 EPOCHS=50 JOBS=3 BUDGET=590 bash study/gpu_loan.sh   # resumes
 #
-#   mkdir -p data && cp -r ../shared/data/cifar10 ../shared/device-wheels data/   # data/ is ignored
+# (the second with BUDGET lowered to the device time left less a minute where that is under 590: see the plan below)
+#
+# (the next loans SEEDS=1, then SEEDS=2). Carried along (data/ is ignored; the tree travels with what is carried,
+# 64 MiB at most: without the records 5.6 MB, 64.9 MB with the data and the wheels, so a compile cache over about
+# 2 MB also needs model_cards/ and structinit_hf/samples/ (3.8 MB, which the loan does not read) left out as the
+# records are):
+#
+#   mkdir -p data && cp -r ../shared/data/cifar10 ../shared/device-wheels data/
+#   mkdir -p data/compile-cache && cp study/records/gpu/compile-cache/*.bin data/compile-cache/ 2>/dev/null
 #   git rm -r -q --cached study/records && echo study/records/ >> .git/info/exclude  # the records stay here
-#   device run (carry: data/cifar10 data/device-wheels) -> bash study/gpu_loan.sh
+#   device run (carry: data/cifar10 data/device-wheels data/compile-cache) -> the command above, twice
 #   git reset -q HEAD study/records && sed -i '/^study\/records\/$/d' .git/info/exclude    # the records tracked again
 #
-# Everything comes back in $OUT/loan.tgz (logs, progress.log, the throughput record, each run's record and metrics).
+# What comes back: $OUT/loan.tgz (loan.log, progress.log, each run's record, metrics and train.log) and, where the
+# runs compiled with no cache for this card and torch, that cache, $OUT/torch-<version>-<card>.bin (under 16 MiB):
+# commit it to study/records/gpu/compile-cache/ so that the next loan on that card starts compiled. Then
 #   bash study/gpu_loan_merge.sh <files_at>/loan.tgz
-# then puts the finished runs beside the committed ones of the same schedule and rewrites that record over them
-# (study/records/gpu/cifar10-paper-recipe/ for 10 epochs, cifar10-paper-recipe-12ep/ for 12).
-# SMOKE=1 checks this script on a CPU machine with tiny settings.
+# puts the finished runs in study/records/gpu/cifar10-paper-recipe-50ep/ and rewrites that record over them.
+#
+# The plan, and why 50 epochs fit: on the H100 a run spent about 205 s outside its epochs and 115 s in epoch 1 against
+# 12.4 s for each later epoch with three runs sharing the card. Most of the 205 s was the runs' loader workers: each run
+# is a process multiprocessing's spawn started, so every worker of its decoding, training, validation and test loaders
+# was spawned too, a fresh interpreter importing torch, timm and datasets (28 a run); they are now forked. Validation
+# and the test compiled a second graph through the compiled model; they now run the eager one. Both measured on the
+# CPU (study/records/training/setup_time.md: a run's process reached its first batch 300-342 s after it started with
+# spawned workers, 34-41 s now, on a heavily loaded 2-core machine); on the card each run's train.log, gathered into
+# loan.log, says when its first step began after its process started (target: 30 s) and how long that compiled step
+# took. At 12.4 s an epoch, 50 epochs are about 620 s of training a run; with set-up, compiling epoch 1 and the test,
+# about 700 s. The paper step of a 590-s command has about 530 s (it starts some 36 s in and leaves 25 s for packing),
+# so the budget cuts the first command's runs (SIGTERM: each saves a checkpoint at its next step) and the second
+# command resumes them: runs/gpu/paper is never cleared here, its runs resume from their newest checkpoint and
+# finished ones are kept. A checkpoint with AdamW state is about 65 MB a run, more than a loan can bring back, so each
+# seed must finish within its loan. The second command needs about 250 s (some 170 s of epochs left, its own start
+# and resumed set-up, packing); a loan of 15 minutes of device time, the machine's start included, leaves it less
+# than 590 s, so give it BUDGET = the device time left less a minute, and 590 where more is left. A seed cut short
+# (progress.log says where) is rerun whole in a later loan.
+#
+# The steps (STEPS names those to run; default "check throughput paper"; step 1 always runs):
+#   0. check: the Swin and Mixer inits built on the GPU against the CPU's (study/device_init_check.py, about 30 s);
+#   1. can DataLoader workers hand tensors over on this machine (an earlier loan's sandbox could not: "received 0
+#      items of ancdata")? If only torch's file_system sharing works, it is switched on for this call, and said so
+#      (SHARING=file_system skips the default);
+#   2. throughput: study/benchmark_training.py, `train` at its GPU defaults (bf16 + compile) and in eager fp32 against
+#      a bare loop on the same model and batch (the paper's architecture, batch 512), and the input pipeline alone
+#      (PIPELINES=tensor);
+#   3. paper: the paper's architecture and recipe on all of CIFAR-10 (profile cifar10-paper-recipe): timm's default,
+#      mimetic and `shift` (ARMS narrows them), seeds SEEDS (default 0), JOBS runs sharing the GPU (default 3), for
+#      EPOCHS epochs (default: as many whole epochs as the time left allows), BUDGET seconds in all (default 540).
+# Earlier loans: study/records/gpu/ (10 epochs, 3 seeds: cifar10-paper-recipe/; the timing call:
+# loan-2026-11-28-h100-timing/). SMOKE=1 checks this script on a CPU machine with tiny settings.
 set -uo pipefail
 start=$(date +%s)
 BUDGET=${BUDGET:-540}
@@ -137,8 +148,9 @@ paper=(--profile cifar10-paper-recipe --data-path "$DATA" --epochs "$epochs" --a
     --epochs 1 --runs-dir runs/gpu/paper --out-dir "$keep/cifar10-paper-recipe") && epochs=1
 if step paper; then
     log "paper recipe, $epochs epochs: python study/benchmark_small_data.py ${paper[*]}"
-    rm -rf runs/gpu/paper
-    paper_start=$(date +%s)
+    # runs/gpu/paper is kept: a second command on the warm machine resumes the runs the first one's budget cut
+    export STRUCTINIT_COMPILE_CACHE=$PWD/${COMPILE_CACHE:-data/compile-cache}  # read, or written after epoch 1
+    paper_start=$(date +%s); stamp=$(mktemp)  # what the runs write after it is this command's
     # every 10 s, on the loan's clock, each run's epochs written and +done once it has finished (what runs cut by the
     # budget reached; the time before their first epoch is in their train.log, gathered below)
     while sleep 10; do
@@ -166,6 +178,11 @@ for run in sorted(pathlib.Path('runs/gpu/paper').glob('*-seed*')):
 torch.compile: the first step took [0-9.]+ s|warning: torch.compile failed.*" runs/gpu/paper/*-seed*/train.log \
         2>/dev/null | tee -a "$keep/loan.log"
     tail -n 8 "$keep/paper.log" | tee -a "$keep/loan.log"
+    grep -ahoE "compile cache: (loaded|saved) .*" runs/gpu/paper/*-seed*/train.log 2>/dev/null | sort | uniq -c \
+        | tee -a "$keep/loan.log"
+    # a cache this command's runs made comes back beside loan.tgz (files are capped at 16 MiB)
+    find "$STRUCTINIT_COMPILE_CACHE" -name "*.bin" -newer "$stamp" -size -16M 2>/dev/null |
+        while read -r cache; do cp "$cache" "$OUT/" && log "compile cache: $(basename "$cache") brought back"; done
 fi
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>/dev/null | tee -a "$keep/loan.log"
 log "done"
