@@ -79,7 +79,7 @@ def test_swin_init_is_seeded_and_the_record_says_what_ran() -> None:
     assert shifts[0] == impulse_shifts(3, 3, 3).tolist()  # block i draws with seed + i
     assert settings == {
         "attention_init": "impulse", "family": "swin", "kernel_size": 3, "seed": 3, "sharpness": 0.7,
-        "per_layer": True, "shift_order": "random", "value_init": "default",
+        "per_layer": True, "shift_order": "random", "value_init": "default", "attn_layer_scale": None,
     }  # fmt: skip
     mimetic = _tiny("swin_tiny_mimetic_patch2_window4_32", seed=2)
     assert mimetic.structinit_settings == {"attention_init": "mimetic", "seed": 2}

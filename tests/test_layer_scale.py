@@ -3,6 +3,8 @@ ViTs timm builds (DeiT-III, relative-position, rotary), the MLP branch's left as
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import timm
 import torch
@@ -71,6 +73,10 @@ folder, io = sys.argv[1], load_file(sys.argv[2])
 model = timm.create_model("local-dir:" + folder, pretrained=True).eval()
 with torch.no_grad():
     assert torch.equal(model(io["pixels"]), io["logits"]), "logits differ"
+from transformers import AutoModelForImageClassification
+wrapped = AutoModelForImageClassification.from_pretrained(folder).eval()
+with torch.no_grad():
+    assert torch.equal(wrapped(io["pixels"]).logits, io["logits"]), "transformers' logits differ"
 print(type(model).__name__, float(model.blocks[0].{scale}.flatten()[0]))
 """
 
@@ -81,7 +87,8 @@ print(type(model).__name__, float(model.blocks[0].{scale}.flatten()[0]))
 )
 def test_a_family_at_the_paper_geometry_takes_the_init_and_loads_in_stock_timm(name, scale, tmp_path):
     """Catches DeiT-III or a RoPE ViT at the paper's CIFAR geometry that refuses the init (its self-check), and a saved
-    folder that stock timm (no structinit_hf importable) builds with other outputs or another attention scale."""
+    folder that stock timm or transformers (no structinit_hf importable) builds with other outputs or another attention
+    scale (the RoPE ViT's opened by default)."""
     from safetensors.torch import save_file
     from without_package import run_without_package
 
@@ -97,3 +104,43 @@ def test_a_family_at_the_paper_geometry_takes_the_init_and_loads_in_stock_timm(n
     script = f"import sys\nsys.argv = ['-', {str(tmp_path / 'run')!r}, {str(tmp_path / 'io.safetensors')!r}]\n"
     out = run_without_package(script + STOCK_LOAD.replace("{scale}", scale), tmp_path).split()
     assert out[0] == type(model).__name__ and float(out[1]) == pytest.approx(attention_layer_scale(model), rel=1e-3)
+
+
+def test_a_rotary_vit_takes_mimetic_vo_and_an_open_attention_scale_by_default():
+    """Catches the rotary family's defaults (issue 67's evidence) not applied, not recorded on the model, not
+    overridable, or applied to another family."""
+    torch.manual_seed(0)
+    base = timm.create_model("vit_small_patch16_rope_224", **TINY)
+    chosen = apply_structured_init(copy.deepcopy(base), "impulse")
+    assert attention_layer_scale(chosen) == 1.0
+    assert chosen.structinit_defaults == {"value_init": "mimetic", "attn_layer_scale": 1.0}
+    plain = apply_structured_init(copy.deepcopy(base), "impulse", value_init="default", attn_layer_scale=None)
+    assert attention_layer_scale(plain) == 1e-5 and not hasattr(plain, "structinit_defaults")
+    proj = "blocks.0.attn.proj.weight"
+    assert torch.equal(plain.state_dict()[proj], base.state_dict()[proj])
+    assert not torch.equal(chosen.state_dict()[proj], base.state_dict()[proj])  # mimetic V/O written
+    relpos = apply_structured_init(timm.create_model("vit_relpos_small_patch16_224", **TINY), "impulse")
+    assert attention_layer_scale(relpos) == 1e-6 and not hasattr(relpos, "structinit_defaults")
+    again = apply_structured_init(chosen, "mimetic")
+    assert not hasattr(again, "structinit_defaults")  # a re-init drops the last init's record
+
+
+def test_a_rotary_vit_without_layer_scale_takes_the_default_without_a_scale():
+    """Catches the default attention scale refusing a rotary ViT that has no layer scale to open."""
+    from timm.models.eva import Eva
+
+    torch.manual_seed(0)
+    model = Eva(img_size=16, patch_size=4, embed_dim=24, depth=2, num_heads=3, num_classes=3, attn_type="rope",
+                qkv_bias=True, use_rot_pos_emb=True, use_abs_pos_emb=False, rope_grid_indexing="xy",
+                init_values=None)  # vit_small_patch16_rope_224's arguments, layer scale left out  # fmt: skip
+    apply_structured_init(model, "impulse")
+    assert attention_scales(model) == [] and model.structinit_defaults == {"value_init": "mimetic"}
+
+
+def test_a_stock_rotary_vit_records_the_defaults_it_took():
+    """Catches a run's record (its config's structinit) that leaves out the defaults its model was built with."""
+    from structinit_hf.train._internal import load_model
+
+    loaded = load_model("vit_small_patch16_rope_224", num_classes=3, model_kwargs={**TINY, "attention_init": "impulse"})
+    settings = {key: value for key, value in loaded.init.items() if key != "shifts"}
+    assert settings == {"attention_init": "impulse", "value_init": "mimetic", "attn_layer_scale": 1.0}

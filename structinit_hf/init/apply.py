@@ -17,7 +17,7 @@ from torch import nn
 from . import impulse, solvers, token_mixing
 from .check import InitRefused, attention_blocks, block_patterns, require_pattern
 from .common import seeded_generator
-from .layer_scale import set_attention_scale
+from .layer_scale import attention_scales, set_attention_scale
 from .layouts import (
     AttentionSlot,
     MixerLayout,
@@ -31,6 +31,7 @@ from .layouts import (
 from .mimetic import mimetic_qk, mimetic_vo
 from .options import (
     FAMILIES,
+    FAMILY_IMPULSE_DEFAULTS,
     FAMILY_METHODS,
     INIT_METHODS,
     ImpulseOptions,
@@ -335,7 +336,16 @@ def init_refusal(model: nn.Module, method: str = "impulse", **options) -> str | 
 
 
 # what an init records on the model; the next init replaces them, a failed one leaves the last init's
-RECORDS = ("structinit_shifts", "structinit_check")
+RECORDS = ("structinit_shifts", "structinit_check", "structinit_defaults")
+
+
+def _family_defaults(model: nn.Module, family: str, options: dict) -> dict[str, Any]:
+    """The family's impulse defaults (:data:`~.options.FAMILY_IMPULSE_DEFAULTS`) that ``options`` leave to it; an
+    attention scale only where the model has one to open (a rotary ViT built without layer scale keeps none)."""
+    defaults = {k: v for k, v in FAMILY_IMPULSE_DEFAULTS.get(family, {}).items() if k not in options}
+    if "attn_layer_scale" in defaults and not attention_scales(model):
+        del defaults["attn_layer_scale"]
+    return defaults
 
 
 def _tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -378,8 +388,11 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     since the solve assumes it), :class:`SwinImpulseOptions` (each head's impulse written exactly into its window's
     relative position bias; also the relative-position ViTs, whose bias table or MLP takes it, and the rotary ViTs,
     whose query/key biases do: :mod:`.relative_layouts`) or :class:`MixerImpulseOptions` (each block's token mixer
-    starts as a shift). Every block's shifts are recorded as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per
-    head or token mixer shift); any init, ``"default"`` included, drops what the last one recorded
+    starts as a shift). A family may take options by default that its options class does not
+    (:data:`~.options.FAMILY_IMPULSE_DEFAULTS`: a rotary ViT's impulse writes mimetic value/output and opens its
+    attention layer scale to 1); those applied are recorded as ``model.structinit_defaults``, and an option given
+    overrides them (``attn_layer_scale=None`` keeps the model's layer scale). Every block's shifts are recorded as
+    ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head or token mixer shift); any init, ``"default"`` included, drops what the last one recorded
     (:data:`RECORDS`). The init computes in float32 and writes into the model's dtype, whatever the default dtype.
 
     A ViT's impulse init checks itself (:mod:`.check`): every block's attention on the init's pseudo input is recorded
@@ -404,11 +417,15 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     foreign = _foreign_options(family, options) if method == "impulse" else []
     if foreign:
         raise InitRefused(model, f"is a {family} model, whose impulse init has no {', '.join(foreign)}")
+    defaults = _family_defaults(model, family, options) if method == "impulse" else {}
+    options = {**defaults, **options}
     settings = init_settings(method, options, family)  # a bad option is the caller's error
     saved = _snapshot(model)
     try:
         for name in RECORDS:
             model.__dict__.pop(name, None)
+        if defaults:
+            model.structinit_defaults = defaults
         with _init_defaults():
             if settings.get("attn_layer_scale") is not None:
                 _open_attention_scale(model, settings["attn_layer_scale"])

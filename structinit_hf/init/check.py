@@ -38,10 +38,11 @@ __all__ = [
 
 # The self-check's bar, every block on the init's pseudo input. Mass on target x uniform: above stock timm (about 1),
 # below the softest construction (`shift` on a 4 x 4 grid, 1.76). Hit rate: above chance (1 / keys; EVA-02 at the
-# coverage table's geometry, 0.000-0.014 over seeds 0-2), below the softest construction (`shift` at width 48,
-# 0.18-0.22; the bias and rotary constructions reach 0.99-1.00).
+# coverage table's geometry, 0.000-0.014 over seeds 0-2), below the softest construction (`shift` at width 48: a
+# ViT with a class token, DeiT-III among them, 0.054-0.157 over seeds 0-11, without one 0.18-0.22; the bias and rotary
+# constructions reach 0.99-1.00).
 MIN_GAIN = 1.5
-MIN_HIT_RATE = 0.1
+MIN_HIT_RATE = 0.03
 
 
 class InitRefused(ValueError):

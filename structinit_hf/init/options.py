@@ -14,6 +14,7 @@ from .token_mixing import TOKEN_MLPS
 
 __all__ = [
     "FAMILIES",
+    "FAMILY_IMPULSE_DEFAULTS",
     "FAMILY_METHODS",
     "IMPULSE_KWARGS",
     "INIT_METHODS",
@@ -277,6 +278,12 @@ FAMILY_METHODS = {"vit": INIT_METHODS, "swin": INIT_METHODS, "mixer": ("impulse"
 # a relative bias or a rotation takes the impulse as Swin's bias does: the same options
 _IMPULSE_OPTIONS = {"vit": ImpulseOptions, "swin": SwinImpulseOptions, "mixer": MixerImpulseOptions,
                     "relpos": SwinImpulseOptions, "rope": SwinImpulseOptions}  # fmt: skip
+
+
+# The impulse options a family takes by default beyond its options class's own, where the campaign showed them to pay
+# against timm's default under the tie rule (issue 67: docs/campaign.md, "Layer scale"): a rotary ViT's impulse writes
+# mimetic value/output and opens its attention branch's layer scale (timm builds it at 1e-5) to 1, where it has one.
+FAMILY_IMPULSE_DEFAULTS: dict[str, dict[str, Any]] = {"rope": {"value_init": "mimetic", "attn_layer_scale": 1.0}}
 
 
 def family_options(family: str) -> tuple[str, ...]:

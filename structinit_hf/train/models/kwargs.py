@@ -148,8 +148,10 @@ def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
     if init is not None:
         method, options = init
         apply_structured_init(model, method, **options)
-        shifts = getattr(model, "structinit_shifts", None)
-        model.structinit_settings = {"attention_init": method, **options, **({"shifts": shifts} if shifts else {})}
+        shifts, defaults = getattr(model, "structinit_shifts", None), getattr(model, "structinit_defaults", {})
+        model.structinit_settings = {
+            "attention_init": method, **defaults, **options, **({"shifts": shifts} if shifts else {})
+        }  # fmt: skip
     return model
 
 
