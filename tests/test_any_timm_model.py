@@ -152,3 +152,21 @@ def test_compare_model_trains_each_init_on_the_stock_model_resumes_and_notes_ref
     assert "| timm's default |" in table and "| mimetic |" not in table
     assert "mimetic: not compared, the model refuses it: ResNet: has no attention layers" in table
     assert "impulse 3x3: not compared, the model refuses it: ResNet" in table
+
+
+def test_compare_model_says_under_its_table_where_the_campaign_found_the_impulse_does_not_pay():
+    """Catches the campaign's verdict on a family (the relative-position ViT's) left out of compare --model's table,
+    or printed for a family where the impulse pays (the plain ViT)."""
+    from structinit_hf.benchmark.compare_inits import render_table
+
+    arms = [MODEL_ARMS[name] for name in DEFAULT_MODEL_ARMS]
+    tiny = {**TINY_VIT, "num_classes": 3}
+    relpos = model_inits("vit_relpos_small_patch16_224", tiny, arms)
+    assert "relative-position ViTs" in relpos.note and "docs/campaign.md" in relpos.note
+    assert model_inits("vit_tiny_patch16_224", tiny, arms).note == ""
+    record = {
+        "dataset_name": "images", "model": "vit_relpos_small_patch16_224", "train_images": 12, "epochs": 1,
+        "seeds": [0], "num_eval_images": 4, "split": "test", "top1": {"model-default": {0: 50.0}}, "vs_default": {},
+        "refused": {}, "family_note": relpos.note,
+    }  # fmt: skip
+    assert render_table(record).rstrip().endswith(relpos.note)

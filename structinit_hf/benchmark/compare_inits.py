@@ -301,6 +301,7 @@ def render_table(record: dict[str, Any]) -> str:
         lines.append(f"| {arm_label(arm)} | {mean_std_text(values)} | {per_seed} | {difference} | {verdict} |")
     refused = record.get("refused") or {}
     notes = [f"{arm_label(arm)}: not compared, the model refuses it: {why}" for arm, why in refused.items()]
+    notes += [record["family_note"]] if record.get("family_note") else []
     return "\n".join([*lines, *([""] + notes if notes else [])]) + "\n"
 
 
@@ -313,10 +314,10 @@ def compare(settings: CompareSettings) -> CompareResult:
     """Train every (arm, seed) that ``settings`` name, print and write the comparison; return its table and figures.
     A comparison's folder resumes: a finished run of the same settings on the same files is reused."""
     settings = _check(settings)
-    arms, refused = select_arms(settings.arms), {}
+    arms, refused, family_note = select_arms(settings.arms), {}, ""
     if settings.model is not None:  # the inits this model takes (the others left out, with why), at its heads' rate
         inits = model_inits(settings.model, settings.model_kwargs, arms, settings.seeds[0])
-        arms, refused = inits.arms, inits.refused
+        arms, refused, family_note = inits.arms, inits.refused, inits.note
         settings = replace(settings, lr=settings.lr or proxy_lr(inits.head_dim))
     settings = replace(settings, lr=settings.resolved_lr())
     profile = _profile(settings)
@@ -390,6 +391,7 @@ def compare(settings: CompareSettings) -> CompareResult:
         top1=top1,
         model=settings.model,
         refused=refused,
+        family_note=family_note,
     )
     write_outputs(record, out_dir)
     table = render_table(record)

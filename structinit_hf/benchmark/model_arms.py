@@ -15,14 +15,14 @@ from typing import Any
 
 import torch
 
-from ..init.apply import InitRefused, apply_structured_init
+from ..init.apply import InitRefused, apply_structured_init, init_family
 from ..init.options import FAMILIES, family_options
 from ..train import UsageError
 from ..train._internal import load_model
 from .arms import Arm
 from .profiles import PROFILES, Profile
 
-__all__ = ["DEFAULT_MODEL_ARMS", "REFUSALS", "ModelInits", "head_dim", "model_inits", "model_profile"]
+__all__ = ["DEFAULT_MODEL_ARMS", "FAMILY_NOTES", "REFUSALS", "ModelInits", "head_dim", "model_inits", "model_profile"]
 
 DEFAULT_MODEL_ARMS = ("model-default", "model-mimetic", "model-impulse3")  # compare --model's, as --family vit's
 
@@ -38,6 +38,17 @@ class ModelInits:
     arms: list[Arm]
     refused: dict[str, str]
     head_dim: int
+    note: str = ""  # what the campaign found for the model's family, where the impulse does not pay on it
+
+
+# per init family (structinit_hf.init.apply.init_family), where the campaign found that no impulse option puts the
+# impulse ahead of timm's default (issue 67's factorial, 3 seeds, the tie rule): the line compare --model prints under
+# its table, so a user of that family reads it beside their own runs
+FAMILY_NOTES = {
+    "relpos": "On timm's relative-position ViTs (layer scale 1e-6 as built) no impulse option (mimetic V/O, the "
+    "attention layer scale opened, both) trained ahead of timm's default in the campaign's 3 seeds (docs/campaign.md, "
+    "'Layer scale'): weigh this table's verdict with that.",
+}
 
 
 def head_dim(model: torch.nn.Module) -> int:
@@ -80,7 +91,15 @@ def model_inits(model: str, model_kwargs: dict[str, Any], arms: list[Arm], seed:
             taken.append(replace(arm, model=model))
     if not taken:
         raise UsageError(f"--model {model}: it refuses every init asked for ({'; '.join(refused.values())})")
-    return ModelInits(taken, refused, head_dim(built))
+    return ModelInits(taken, refused, head_dim(built), _family_note(built))
+
+
+def _family_note(model: torch.nn.Module) -> str:
+    """:data:`FAMILY_NOTES`' line for ``model``'s init family ("" where none, or where the init knows no layout)."""
+    try:
+        return FAMILY_NOTES.get(init_family(model)[0], "")
+    except InitRefused:
+        return ""
 
 
 def model_profile(model: str) -> Profile:

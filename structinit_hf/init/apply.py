@@ -42,7 +42,7 @@ from .options import (
 )
 from .relative_layouts import RelativeLayout, relative_layout
 
-__all__ = ["RECORDS", "InitRefused", "apply_structured_init", "impulse_block_targets", "init_refusal"]
+__all__ = ["RECORDS", "InitRefused", "apply_structured_init", "impulse_block_targets", "init_family", "init_refusal"]
 
 
 def _content_basis(layout: ViTLayout) -> torch.Tensor:
@@ -263,7 +263,7 @@ def _init_defaults() -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def _family(model: nn.Module) -> tuple[str, RelativeLayout | None]:
+def init_family(model: nn.Module) -> tuple[str, RelativeLayout | None]:
     """Which init family ``model`` is (:data:`~.options.FAMILIES`), and its relative layout where it has one."""
     relative = relative_layout(model)
     return (relative.kind, relative) if relative is not None else (model_family(model), None)
@@ -410,7 +410,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
         for name in RECORDS:
             model.__dict__.pop(name, None)
         return model
-    family, relative = _family(model)
+    family, relative = init_family(model)
     if method in INIT_METHODS and method not in FAMILY_METHODS[family]:
         raise InitRefused(model, f"init method {method!r} does not apply to a {family} model; it takes "
                           f"{', '.join(FAMILY_METHODS[family])}")  # fmt: skip
