@@ -66,7 +66,7 @@ def built_layer_scale(result: dict[str, Any]) -> float | None:
     if not timm.is_model(result["model"]):
         return None
     with torch.random.fork_rng(devices=[]):
-        model = load_model(result["model"], num_classes=result["num_classes"], model_kwargs=result["model_kwargs"])
+        model = load_model(result["model"], num_classes=result.get("num_classes"), model_kwargs=result["model_kwargs"])
     return attention_layer_scale(model.model)
 
 
