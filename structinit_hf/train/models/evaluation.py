@@ -46,6 +46,7 @@ from .loading import (
     check_model_source,
     eval_transform,
     load_model,
+    missing_folder,
     num_outputs,
 )
 
@@ -216,6 +217,9 @@ def _record_path(settings: EvaluationSettings) -> Path:
         return settings.output
     folder = Path(settings.model).expanduser()
     if not folder.is_dir():
+        missing = missing_folder(settings.model)  # a mistyped run folder is named as such, not as "no folder beside"
+        if missing is not None:
+            raise missing
         raise UsageError(
             f"--model {settings.model}: not a local folder, so the record has no folder to go beside; pass --output "
             "FILE"

@@ -280,6 +280,24 @@ def _not_cached(source: str, kind: str) -> FileNotFoundError:
     )
 
 
+def missing_folder(source: str) -> UsageError | None:
+    """The one-line error for ``--model source`` naming a local folder that does not exist (a path, or ``runs/c10``
+    beside a ``runs/`` folder: a mistyped run folder, not a Hub id); ``None`` where it names something else."""
+    folder = Path(source).expanduser()
+    if folder.exists():
+        return None
+    if source.startswith((".", "/", "~")) or (os.sep in source and source.count("/") != 1):
+        return UsageError(f"model folder {source!r} does not exist; pass a checkpoint folder (with config.json)")
+    if source.count("/") == 1 and folder.parent.is_dir():
+        there = sorted(path.name for path in folder.parent.iterdir() if path.is_dir())
+        return UsageError(
+            f"model folder {source!r} does not exist ({folder.parent}/ holds {', '.join(there[:8]) or 'no folders'}"
+            f"{did_you_mean(folder.name, there)}); pass a checkpoint folder (with config.json), or a Hub id whose "
+            "namespace is not a local folder"
+        )
+    return None
+
+
 def load_model(
     source: str,
     *,
@@ -334,19 +352,13 @@ def load_model(
                 raise
             raise _not_cached(source, "timm") from error
         return LoadedModel(model, {}, {"model": source, "hub_id": source.removeprefix("hf-hub:"), "dataset": None})
-    if source.startswith((".", "/", "~")) or (os.sep in source and source.count("/") != 1):
-        raise UsageError(f"model folder {source!r} does not exist; pass a checkpoint folder (with config.json)")
+    missing = missing_folder(source)
+    if missing is not None and not (source.count("/") == 1 and timm.is_model(source)):
+        raise missing
     if timm.is_model(source):
         model = create_timm_model(source, **timm_kwargs)
         return LoadedModel(model, dict(getattr(model, "structinit_settings", None) or {}), None)
     if source.count("/") == 1 and not source.startswith((".", "/", "~")):
-        if folder.parent.is_dir():  # runs/c10 beside a runs/ folder: a mistyped run folder, not a Hub id
-            there = sorted(path.name for path in folder.parent.iterdir() if path.is_dir())
-            raise UsageError(
-                f"model folder {source!r} does not exist ({folder.parent}/ holds {', '.join(there[:8]) or 'no folders'}"
-                f"{did_you_mean(folder.name, there)}); pass a checkpoint folder (with config.json), or a Hub id whose "
-                "namespace is not a local folder"
-            )
         ensure_hub_reachable(source, "model")
         try:
             model = _transformers_model(source, num_classes, label_names, trust_remote_code)
