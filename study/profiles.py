@@ -181,6 +181,17 @@ for _family in STOCK_MODELS:
     )
 
 
+# does the rotary ViT's chosen impulse (mimetic V/O, attention scale opened) keep its lead trained 5x as long (issue 67)
+PROFILES["cpu-proxy-n2500-rope-long"] = replace(
+    PROFILES["cpu-proxy-n2500-rope"],
+    name="cpu-proxy-n2500-rope-long",
+    recipe={**PROFILES["cpu-proxy-n2500-rope"].recipe, "epochs": 50},
+    table_epochs=(10, 25),
+    notes=PROFILES["cpu-proxy-n2500-rope"].notes + " Trained 5x as long: 50 epochs, still 1 warm-up epoch, then cosine "
+    "over the 50; only the epoch count differs.",
+)
+
+
 def _wider(parent: str, width: int, lr: float | None = None) -> Profile:
     """``parent`` at another width (``embed_dim``), still 3 heads: head dimension ``width // 3``, at the peak learning
     rate of that head dimension (:func:`proxy_lr`) unless ``lr`` is given."""

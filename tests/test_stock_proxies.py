@@ -138,10 +138,12 @@ def test_the_issue_67_queue_is_the_whole_factorial_once_seed_major():
         for arm in arms
         if not (family == "deit3" and arm == "model-impulse3-mimeticvo")  # its impulse writes mimetic V/O already
     ]
-    assert sorted(runs) == sorted(expected)
-    built = [seed for seed, profile, _ in runs if not profile.endswith("-ls1")]
-    assert runs[: len(built)] == [run for run in runs if not run[1].endswith("-ls1")]  # as built first
-    assert built == sorted(built) and [s for s, *_ in runs[len(built) :]] == sorted(s for s, *_ in runs[len(built) :])
+    longer = [(seed, "cpu-proxy-n2500-rope-long", arm) for seed in range(3) for arm in ("model-default", both)]
+    assert sorted(runs) == sorted(expected + longer)
+    first = [run for run in runs if not run[1].endswith(("-ls1", "-long"))]
+    assert runs == first + longer + [run for run in runs if run[1].endswith("-ls1")]  # as built, 50 epochs, then off
+    off = [seed for seed, profile, _ in runs if profile.endswith("-ls1")]
+    assert [seed for seed, *_ in first] == sorted(seed for seed, *_ in first) and off == sorted(off)
 
 
 def test_deit3s_impulse_is_its_impulse_with_mimetic_vo(tmp_path):
