@@ -144,3 +144,18 @@ def test_a_stock_rotary_vit_records_the_defaults_it_took():
     loaded = load_model("vit_small_patch16_rope_224", num_classes=3, model_kwargs={**TINY, "attention_init": "impulse"})
     settings = {key: value for key, value in loaded.init.items() if key != "shifts"}
     assert settings == {"attention_init": "impulse", "value_init": "mimetic", "attn_layer_scale": 1.0}
+
+
+def test_a_layer_scaled_vit_opens_its_attention_scale_by_default_and_a_plain_one_is_unchanged():
+    """Catches the ViT family's default (DeiT-III's evidence) not applied, applied to the MLP branch, refusing a ViT
+    without layer scale, or skipped by the registered names' route."""
+    torch.manual_seed(0)
+    deit3 = apply_structured_init(timm.create_model("deit3_small_patch16_224", **TINY), "impulse")
+    assert attention_layer_scale(deit3) == 1.0 and deit3.structinit_defaults == {"attn_layer_scale": 1.0}
+    assert all(torch.equal(block.ls2.gamma, torch.full_like(block.ls2.gamma, 1e-6)) for block in deit3.blocks)
+    kept = apply_structured_init(timm.create_model("deit3_small_patch16_224", **TINY), "impulse", attn_layer_scale=None)
+    assert attention_layer_scale(kept) == 1e-6
+    plain = apply_structured_init(timm.create_model("vit_tiny_patch16_224", **TINY), "impulse")
+    assert attention_scales(plain) == [] and not hasattr(plain, "structinit_defaults")
+    registered = timm.create_model("vit_tiny_impulse3", init_values=1e-6, **TINY)
+    assert attention_layer_scale(registered) == 1.0 and registered.structinit_settings["attn_layer_scale"] == 1.0

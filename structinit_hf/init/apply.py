@@ -389,8 +389,8 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     relative position bias; also the relative-position ViTs, whose bias table or MLP takes it, and the rotary ViTs,
     whose query/key biases do: :mod:`.relative_layouts`) or :class:`MixerImpulseOptions` (each block's token mixer
     starts as a shift). A family may take options by default that its options class does not
-    (:data:`~.options.FAMILY_IMPULSE_DEFAULTS`: a rotary ViT's impulse writes mimetic value/output and opens its
-    attention layer scale to 1); those applied are recorded as ``model.structinit_defaults``, and an option given
+    (:data:`~.options.FAMILY_IMPULSE_DEFAULTS`: a layer-scaled ViT's impulse opens its attention layer scale to 1, a
+    rotary ViT's also writes mimetic value/output); those applied are recorded as ``model.structinit_defaults``, and an option given
     overrides them (``attn_layer_scale=None`` keeps the model's layer scale). Every block's shifts are recorded as
     ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head or token mixer shift); any init, ``"default"`` included, drops what the last one recorded
     (:data:`RECORDS`). The init computes in float32 and writes into the model's dtype, whatever the default dtype.

@@ -281,9 +281,14 @@ _IMPULSE_OPTIONS = {"vit": ImpulseOptions, "swin": SwinImpulseOptions, "mixer": 
 
 
 # The impulse options a family takes by default beyond its options class's own, where the campaign showed them to pay
-# against timm's default under the tie rule (issue 67: docs/campaign.md, "Layer scale"): a rotary ViT's impulse writes
-# mimetic value/output and opens its attention branch's layer scale (timm builds it at 1e-5) to 1, where it has one.
-FAMILY_IMPULSE_DEFAULTS: dict[str, dict[str, Any]] = {"rope": {"value_init": "mimetic", "attn_layer_scale": 1.0}}
+# against timm's default under the tie rule (issue 67: docs/campaign.md, "Layer scale"): a layer-scaled ViT's impulse
+# opens its attention branch's layer scale to 1 (measured on DeiT-III, built at 1e-6), a rotary ViT's also writes
+# mimetic value/output (built at 1e-5); the scale only where the model has one (apply_structured_init drops it else).
+# The relative-position ViTs take none: no option paid there.
+FAMILY_IMPULSE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "vit": {"attn_layer_scale": 1.0},
+    "rope": {"value_init": "mimetic", "attn_layer_scale": 1.0},
+}
 
 
 def family_options(family: str) -> tuple[str, ...]:

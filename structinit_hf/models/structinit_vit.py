@@ -115,9 +115,10 @@ class StructInitVisionTransformer(InitAgainAfterTransformersRedraws, VisionTrans
             self.pos_embed[:, :prefix] = 0
             if self.attention_init != "impulse":  # impulse init writes the code its solve assumes
                 self.pos_embed[:, prefix:] = sincos_2d(self.patch_embed.grid_size, self.embed_dim)
-        options = {k: v for k, v in self._settings.items() if k != "attention_init"}
+        # an attn_layer_scale left at None takes the family's default (opened where the model has layer scale)
+        options = {k: v for k, v in self._settings.items() if k != "attention_init" and v is not None}
         apply_structured_init(self, self.attention_init, **options)
-        self.structinit_settings = dict(self._settings)
+        self.structinit_settings = {**self._settings, **getattr(self, "structinit_defaults", {})}
         if getattr(self, "structinit_shifts", None) is not None:  # the impulse each head started from
             self.structinit_settings["shifts"] = self.structinit_shifts
         if (mode or self.weight_init_mode) not in ("", None):
