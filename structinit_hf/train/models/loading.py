@@ -281,8 +281,7 @@ def _not_cached(source: str, kind: str) -> FileNotFoundError:
 
 
 def missing_folder(source: str) -> UsageError | None:
-    """The one-line error for ``--model source`` naming a local folder that does not exist (a path, or ``runs/c10``
-    beside a ``runs/`` folder: a mistyped run folder, not a Hub id); ``None`` where it names something else."""
+    """The one line for a ``--model`` naming a missing local folder (a path, or ``runs/c10`` beside ``runs/``), else None."""
     folder = Path(source).expanduser()
     if folder.exists():
         return None
