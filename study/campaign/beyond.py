@@ -160,6 +160,16 @@ for _family, _what in STOCK_NAMES.items():
             2_500,
         )  # fmt: skip
 
+# does the rotary ViT's chosen impulse (mimetic V/O, attention scale 1) keep its lead at 50 epochs (issue 67, point 3)
+BEYOND_SETTINGS["rope/50ep"] = BeyondSetting(
+    f"timm's rotary (RoPE) ViT ({STOCK_MODELS['rope']} at the proxy's geometry), lr 1e-3, trained 50 epochs",
+    _records("cpu-proxy-n2500-rope-long"),
+    ("model-default", "model-impulse3-mimeticvo-attnls1"),
+    "model-default",
+    1e-3,
+    2_500,
+)
+
 # Settings apart in the learning rate alone: each init at its better rate. "<family>" is CIFAR-10's grid.
 BEYOND_GRIDS = {
     name: (f"{family}{dataset}/0.001", f"{family}{dataset}/0.0003")
