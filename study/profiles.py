@@ -192,6 +192,23 @@ PROFILES["cpu-proxy-n2500-rope-long"] = replace(
 )
 
 
+# why does the impulse trail on the relative-position ViT (issue 73)? Its base init: timm builds vit_relpos_* with
+# weight_init='reset' (PyTorch's Linear default, not the plain ViT's trunc normal 0.02): "-tn" builds it with timm's
+# ViT init (weight_init=''); its relative term: an MLP over log-spaced offsets by default, "-bias" a table (timm's
+# rel_pos_type='bias')
+for _suffix, _args, _what in (
+    ("tn", {"weight_init": ""}, "built with timm's ViT init (weight_init='': trunc normal 0.02) instead of 'reset'"),
+    ("bias", {"rel_pos_type": "bias"}, "with a relative position bias table (rel_pos_type='bias') instead of the MLP"),
+):
+    _base = PROFILES["cpu-proxy-n2500-relpos"]
+    PROFILES[f"{_base.name}-{_suffix}"] = replace(
+        _base,
+        name=f"{_base.name}-{_suffix}",
+        architecture={**_base.architecture, **_args},
+        notes=_base.notes + f" The family {_what}; only that differs.",
+    )
+
+
 def _wider(parent: str, width: int, lr: float | None = None) -> Profile:
     """``parent`` at another width (``embed_dim``), still 3 heads: head dimension ``width // 3``, at the peak learning
     rate of that head dimension (:func:`proxy_lr`) unless ``lr`` is given."""

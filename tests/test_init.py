@@ -131,7 +131,7 @@ def test_bad_inputs_name_the_value() -> None:
         apply_structured_init(tiny_vit(qk_norm=True), "impulse")
     with pytest.raises(ValueError, match="ResNet: has no attention layers structured init can handle"):
         apply_structured_init(timm.create_model("resnet10t"), "impulse")
-    with pytest.raises(ValueError, match=r"'mimetic' takes only 'seed'"):
+    with pytest.raises(ValueError, match=r"'mimetic' takes only seed, mlp_init, control, got \['kernel_size'\]"):
         apply_structured_init(tiny_vit(), "mimetic", kernel_size=3)
 
 

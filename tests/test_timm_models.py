@@ -195,7 +195,7 @@ def test_bad_input_is_a_value_error(kwargs: dict, message: str) -> None:
 
 
 def test_mimetic_and_control_reject_impulse_options() -> None:
-    with pytest.raises(ValueError, match=r"init method 'mimetic' takes only 'seed', got \['kernel_size'\]"):
+    with pytest.raises(ValueError, match=r"init method 'mimetic' takes only seed, mlp_init, control, got \['kernel_size'\]"):
         timm.create_model("vit_tiny_mimetic", kernel_size=5, **TINY)
     with pytest.raises(ValueError, match=r"init method 'default' takes no options, got \['seed'\]"):
         timm.create_model("vit_tiny_patch2_32", seed=1, **TINY)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..init.options import PINV_DEFAULTS, SHIFT_DEFAULTS, SVD_DEFAULTS
@@ -20,6 +20,7 @@ __all__ = [
     "PAPER_TABLE2",
     "MIXER_ARMS",
     "MODEL_ARMS",
+    "STRUCTURE_ARMS",
     "STUDIES",
     "SWIN_ARMS",
     "arm_label",
@@ -329,6 +330,57 @@ MODEL_ARMS: dict[str, Arm] = {
 }
 
 
+def _variant(arm: Arm, suffix: str, options: dict[str, Any], what: str) -> Arm:
+    """``arm`` with init ``options`` added, named ``<arm>-<suffix>`` and labelled ``<label>, <what>``."""
+    return replace(
+        arm,
+        name=f"{arm.name}-{suffix}",
+        description=f"{arm.description}, {what}",
+        model_kwargs={**arm.model_kwargs, **options},
+        paper_row=None,
+        label=f"{arm.label}, {what}",
+    )
+
+
+_NORM_MATCHED = ("normmatched", {"control": "normmatched"}, "norm-matched control")
+_MIMETIC_MLP = ("mlpmimetic", {"mlp_init": "mimetic"}, "mimetic MLP")
+
+# Is it the structure? Each init's norm-matched control (every tensor it writes redrawn at random at its norms:
+# structinit_hf.init.control), and mimetic MLP init (a nonzero mean in each block MLP's first layer) alone and with
+# each attention init; on the registered names and on any timm model (compare --model)
+STRUCTURE_ARMS: dict[str, Arm] = {
+    arm.name: arm
+    for arm in (
+        *(_variant(ARMS[name], *_NORM_MATCHED) for name in ("impulse3", "mimetic")),
+        *(_variant(ARMS[name], *_MIMETIC_MLP) for name in ("default", "impulse3", "mimetic")),
+        *(
+            _variant(MODEL_ARMS[name], *_NORM_MATCHED)
+            for name in (
+                "model-impulse3",
+                "model-mimetic",
+                "model-impulse3-attnls1",
+                "model-impulse3-mimeticvo-attnls1",
+            )
+        ),
+        _variant(replace(MODEL_ARMS["model-default"], model_kwargs={"attention_init": "default"}), *_MIMETIC_MLP),
+        *(
+            _variant(MODEL_ARMS[name], *_MIMETIC_MLP)
+            for name in ("model-impulse3", "model-mimetic", "model-impulse3-attnls1")
+        ),
+        # the relative-position bias impulse's strength (its attention mass on the target with content logits at 0)
+        *(
+            _variant(
+                MODEL_ARMS["model-impulse3"],
+                f"sharp{sharpness:g}",
+                {"sharpness": sharpness},
+                f"sharpness {sharpness:g}",
+            )
+            for sharpness in (0.3, 0.9)
+        ),
+    )
+}
+
+
 # per family: its arms, and the arm (timm's own init) every other one is compared with
 FAMILY_ARMS: dict[str, dict[str, Arm]] = {"vit": ARMS, "swin": SWIN_ARMS, "mixer": MIXER_ARMS, "model": MODEL_ARMS}
 REFERENCE_ARMS: dict[str, str] = {
@@ -343,7 +395,9 @@ ABLATION_REFERENCES = ("default", "mimetic", "impulse3")
 
 
 # what --arms takes
-ALL_ARMS: dict[str, Arm] = {**ARMS, **ABLATION_ARMS, **DIAGNOSIS_ARMS, **SWIN_ARMS, **MIXER_ARMS, **MODEL_ARMS}
+ALL_ARMS: dict[str, Arm] = {
+    **ARMS, **ABLATION_ARMS, **DIAGNOSIS_ARMS, **SWIN_ARMS, **MIXER_ARMS, **MODEL_ARMS, **STRUCTURE_ARMS
+}  # fmt: skip
 
 
 STUDIES = ("main", "ablation")

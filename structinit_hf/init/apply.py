@@ -17,6 +17,7 @@ from torch import nn
 from . import impulse, solvers, token_mixing
 from .check import InitRefused, attention_blocks, block_patterns, require_pattern
 from .common import seeded_generator
+from .control import norm_matched
 from .layer_scale import attention_scales, set_attention_scale
 from .layouts import (
     AttentionSlot,
@@ -29,6 +30,7 @@ from .layouts import (
     vit_layout,
 )
 from .mimetic import mimetic_qk, mimetic_vo
+from .mlp import mimetic_mlp
 from .options import (
     FAMILIES,
     FAMILY_IMPULSE_DEFAULTS,
@@ -406,9 +408,12 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     without touching the model.
     """
     if method == "default":
-        init_settings(method, options)
+        settings = init_settings(method, options)
         for name in RECORDS:
             model.__dict__.pop(name, None)
+        if settings.get("mlp_init") == "mimetic":
+            with _init_defaults():
+                mimetic_mlp(model)
         return model
     family, relative = init_family(model)
     if method in INIT_METHODS and method not in FAMILY_METHODS[family]:
@@ -430,6 +435,12 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
             if settings.get("attn_layer_scale") is not None:
                 _open_attention_scale(model, settings["attn_layer_scale"])
             _apply(model, method, family, relative, settings, options)
+            if settings.get("mlp_init") == "mimetic":
+                mimetic_mlp(model)
+            if settings.get("control") is not None:  # the pattern goes: what the model records of it goes too
+                norm_matched(model, saved[0], settings["seed"])
+                for name in ("structinit_shifts", "structinit_check"):
+                    model.__dict__.pop(name, None)
     except BaseException as error:
         _restore(model, saved)
         if isinstance(error, ValueError) and not isinstance(error, InitRefused):  # valid options: the model's shape

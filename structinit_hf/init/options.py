@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .control import validate_control
 from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS, validate_kernel_size, validate_shift_order
+from .mlp import validate_mlp_init
 from .solvers import SOLVERS
 from .token_mixing import TOKEN_MLPS
 
@@ -18,6 +20,7 @@ __all__ = [
     "FAMILY_METHODS",
     "IMPULSE_KWARGS",
     "INIT_METHODS",
+    "MIMETIC_OPTIONS",
     "ImpulseOptions",
     "MixerImpulseOptions",
     "SwinImpulseOptions",
@@ -135,6 +138,10 @@ class ImpulseOptions:
             relative-position and rotary ViTs), start that scale at this value instead of the model's own, the
             MLP branch's left as built (:mod:`.layer_scale`); ``None`` keeps the model's. A model without layer
             scale refuses a value.
+        control: ``None`` (the init itself) or ``"normmatched"``: the init's norm-matched control, every tensor it
+            wrote redrawn at random at the init's norms (:mod:`.control`), for measuring what its pattern adds.
+        mlp_init: ``"default"`` (the blocks' MLPs as built) or ``"mimetic"`` (each block MLP's first layer given a
+            nonzero mean, :mod:`.mlp`).
     """
 
     preset: str = "structinit"
@@ -151,6 +158,8 @@ class ImpulseOptions:
     qk_frobenius: float | None = None
     position_scale: float | None = None
     attn_layer_scale: float | None = None
+    control: str | None = None
+    mlp_init: str = "default"
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -194,6 +203,8 @@ class ImpulseOptions:
         validate_kernel_size(self.kernel_size)
         validate_shift_order(self.shift_order, self.kernel_size)
         validate_layer_scale(self.attn_layer_scale)
+        validate_control(self.control)
+        validate_mlp_init(self.mlp_init)
 
 
 IMPULSE_KWARGS = tuple(ImpulseOptions.__dataclass_fields__)  # preset, kernel_size, seed, pseudo_input, ...
@@ -215,6 +226,8 @@ class SwinImpulseOptions:
         value_init: ``"default"`` keeps the value/output projections as timm draws them; ``"mimetic"`` gives them
             mimetic init's ``W_v W_proj ~ a Z - b I``.
         attn_layer_scale: the attention branch's layer scale at init (as the ViT's option); ``None``: as built.
+        control: ``None`` or ``"normmatched"`` (as the ViT's option).
+        mlp_init: ``"default"`` or ``"mimetic"`` (as the ViT's option).
     """
 
     kernel_size: int = 3
@@ -224,6 +237,8 @@ class SwinImpulseOptions:
     shift_order: str = "random"
     value_init: str = "default"
     attn_layer_scale: float | None = None
+    control: str | None = None
+    mlp_init: str = "default"
 
     def __post_init__(self) -> None:
         validate_kernel_size(self.kernel_size)
@@ -233,6 +248,8 @@ class SwinImpulseOptions:
         if self.value_init not in VALUE_INITS:
             raise ValueError(f"unknown value_init {self.value_init!r}; expected one of {', '.join(VALUE_INITS)}")
         validate_layer_scale(self.attn_layer_scale)
+        validate_control(self.control)
+        validate_mlp_init(self.mlp_init)
 
 
 @dataclass(frozen=True)
@@ -248,6 +265,7 @@ class MixerImpulseOptions:
         token_mlp: how a Mixer's token MLP carries the map (:data:`~structinit_hf.init.token_mixing.TOKEN_MLPS`):
             ``"pairs"`` exactly at rank ``hidden // 2``, ``"offset"`` approximately at rank ``hidden``, ``"auto"``
             pairs where ``hidden >= 2 N`` tokens, else offset. Single linear token mixers take the map exactly.
+        control: ``None`` or ``"normmatched"`` (as the ViT's option).
     """
 
     kernel_size: int = 3
@@ -256,6 +274,7 @@ class MixerImpulseOptions:
     per_layer: bool = True
     shift_order: str = "random"
     token_mlp: str = "auto"
+    control: str | None = None
 
     def __post_init__(self) -> None:
         validate_kernel_size(self.kernel_size)
@@ -264,6 +283,11 @@ class MixerImpulseOptions:
             raise ValueError(f"num_shifts must be an int >= 1, got {self.num_shifts!r}")
         if self.token_mlp not in TOKEN_MLPS:
             raise ValueError(f"unknown token_mlp {self.token_mlp!r}; expected one of {', '.join(TOKEN_MLPS)}")
+        validate_control(self.control)
+
+
+# mimetic init's options and their defaults
+MIMETIC_OPTIONS: dict[str, Any] = {"seed": 0, "mlp_init": "default", "control": None}
 
 
 # "relpos": a ViT with a relative position bias (table or MLP) over its grid; "rope": a rotary ViT
@@ -301,8 +325,9 @@ def init_settings(method: str, options: dict[str, Any], family: str = "vit") -> 
 
     ``"impulse"`` takes the fields of the family's options (:class:`ImpulseOptions` for a ViT,
     :class:`SwinImpulseOptions`, :class:`MixerImpulseOptions`; a Swin or Mixer record names its ``family``),
-    ``"mimetic"`` only ``seed`` (default 0), ``"default"`` nothing. Raises ``ValueError`` for an unknown method, one
-    the family does not take, an option the method does not take or a bad value.
+    ``"mimetic"`` :data:`MIMETIC_OPTIONS` (``seed``, ``mlp_init``, ``control``), ``"default"`` only ``mlp_init``.
+    Raises ``ValueError`` for an unknown method, one the family does not take, an option the method does not take or
+    a bad value.
     """
     if family not in FAMILIES:
         raise ValueError(f"unknown model family {family!r}; expected one of {', '.join(FAMILIES)}")
@@ -323,9 +348,16 @@ def init_settings(method: str, options: dict[str, Any], family: str = "vit") -> 
         settings = asdict(_IMPULSE_OPTIONS[family](**options))
         return {"attention_init": method, **({} if family == "vit" else {"family": family}), **settings}
     if method == "mimetic":
-        if set(options) - {"seed"}:
-            raise ValueError(f"init method 'mimetic' takes only 'seed', got {sorted(set(options) - {'seed'})}")
-        return {"attention_init": method, "seed": options.get("seed", 0)}
-    if options:
-        raise ValueError(f"init method 'default' takes no options, got {sorted(options)}")
-    return {"attention_init": method}
+        unknown = sorted(set(options) - set(MIMETIC_OPTIONS))
+        if unknown:
+            raise ValueError(f"init method 'mimetic' takes only {', '.join(MIMETIC_OPTIONS)}, got {unknown}")
+        settings = {**MIMETIC_OPTIONS, **options}
+        validate_control(settings["control"])
+        validate_mlp_init(settings["mlp_init"])
+        return {"attention_init": method, **settings}
+    if set(options) - {"mlp_init"}:
+        raise ValueError(f"init method 'default' takes only mlp_init, got {sorted(set(options) - {'mlp_init'})}")
+    if options.get("mlp_init", "default") == "default":
+        return {"attention_init": method}
+    validate_mlp_init(options["mlp_init"])
+    return {"attention_init": method, "mlp_init": options["mlp_init"]}
