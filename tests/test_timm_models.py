@@ -197,7 +197,7 @@ def test_bad_input_is_a_value_error(kwargs: dict, message: str) -> None:
 def test_mimetic_and_control_reject_impulse_options() -> None:
     with pytest.raises(ValueError, match=r"init method 'mimetic' takes only seed, mlp_init, control, got \['kernel_size'\]"):
         timm.create_model("vit_tiny_mimetic", kernel_size=5, **TINY)
-    with pytest.raises(ValueError, match=r"init method 'default' takes no options, got \['seed'\]"):
+    with pytest.raises(ValueError, match=r"init method 'default' takes only mlp_init, got \['seed'\]"):
         timm.create_model("vit_tiny_patch2_32", seed=1, **TINY)
 
 
