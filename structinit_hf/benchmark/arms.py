@@ -288,6 +288,14 @@ MODEL_ARMS: dict[str, Arm] = {
     for arm in (
         Arm("model-default", "the model as timm builds it", "", label="timm's default", family="model"),
         Arm("model-mimetic", "mimetic", "", {"attention_init": "mimetic"}, label="mimetic", family="model"),
+        Arm(
+            "model-auto",
+            "init 'auto': what the evidence says leads on the model's family (structinit_hf.init.options.AUTO_INITS)",
+            "",
+            {"attention_init": "auto"},
+            label="auto",
+            family="model",
+        ),
         *(
             Arm(
                 f"model-impulse{k}",

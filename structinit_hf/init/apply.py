@@ -7,6 +7,7 @@ The algorithms live in :mod:`.impulse`, :mod:`.solvers`, :mod:`.token_mixing` an
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,6 +33,7 @@ from .layouts import (
 from .mimetic import mimetic_qk, mimetic_vo
 from .mlp import mimetic_mlp
 from .options import (
+    AUTO_INITS,
     FAMILIES,
     FAMILY_IMPULSE_DEFAULTS,
     FAMILY_METHODS,
@@ -44,7 +46,17 @@ from .options import (
 )
 from .relative_layouts import RelativeLayout, relative_layout
 
-__all__ = ["RECORDS", "InitRefused", "apply_structured_init", "impulse_block_targets", "init_family", "init_refusal"]
+__all__ = [
+    "RECORDS",
+    "InitRefused",
+    "apply_structured_init",
+    "auto_init",
+    "impulse_block_targets",
+    "init_family",
+    "init_refusal",
+]
+
+logger = logging.getLogger("structinit_hf")
 
 
 def _content_basis(layout: ViTLayout) -> torch.Tensor:
@@ -338,7 +350,18 @@ def init_refusal(model: nn.Module, method: str = "impulse", **options) -> str | 
 
 
 # what an init records on the model; the next init replaces them, a failed one leaves the last init's
-RECORDS = ("structinit_shifts", "structinit_check", "structinit_defaults")
+RECORDS = ("structinit_shifts", "structinit_check", "structinit_defaults", "structinit_auto")
+
+
+def auto_init(model: nn.Module, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any], str]:
+    """What init ``"auto"`` writes into ``model``: ``(method, options, reason)`` from :data:`~.options.AUTO_INITS` for
+    the model's family; ``options`` (``seed`` only) pass on to the chosen init, none to timm's default."""
+    options = dict(options or {})
+    if set(options) - {"seed"}:
+        raise ValueError(f"init method 'auto' takes only seed, got {sorted(set(options) - {'seed'})}")
+    family, _ = init_family(model)
+    method, chosen, reason = AUTO_INITS[family]
+    return method, ({**chosen, **options} if method != "default" else {}), reason
 
 
 def _family_defaults(model: nn.Module, family: str, options: dict) -> dict[str, Any]:
@@ -371,6 +394,14 @@ def _restore(model: nn.Module, saved: tuple[dict[str, torch.Tensor], dict[str, A
     for name in RECORDS:
         model.__dict__.pop(name, None)
     model.__dict__.update(records)
+
+
+def _auto_choice(model: nn.Module, method: str) -> str:
+    """What init "auto" wrote, in words: the method and the family defaults it took."""
+    if method == "default":
+        return "timm's default init, left as built"
+    defaults = getattr(model, "structinit_defaults", {})
+    return f"{method} init" + (f" with {', '.join(f'{k}={v!r}' for k, v in defaults.items())}" if defaults else "")
 
 
 def _foreign_options(family: str, options: dict) -> list[str]:
@@ -407,6 +438,12 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     model is put back as it was: every parameter and buffer, and its records. :func:`init_refusal` asks the question
     without touching the model.
     """
+    if method == "auto":
+        method, options, reason = auto_init(model, options)
+        apply_structured_init(model, method, **options)
+        model.structinit_auto = {"method": method, "options": options, "reason": reason}
+        logger.warning("init 'auto' on %s: %s (%s)", type(model).__name__, _auto_choice(model, method), reason)
+        return model
     if method == "default":
         settings = init_settings(method, options)
         for name in RECORDS:

@@ -15,6 +15,7 @@ from .solvers import SOLVERS
 from .token_mixing import TOKEN_MLPS
 
 __all__ = [
+    "AUTO_INITS",
     "FAMILIES",
     "FAMILY_IMPULSE_DEFAULTS",
     "FAMILY_METHODS",
@@ -313,6 +314,20 @@ FAMILY_IMPULSE_DEFAULTS: dict[str, dict[str, Any]] = {
     "vit": {"attn_layer_scale": 1.0},
     "rope": {"value_init": "mimetic", "attn_layer_scale": 1.0},
 }
+
+
+# What init "auto" writes into each family: the init and options the committed evidence says lead timm's default there
+# (the CPU proxy, 3 seeds, the tie rule: docs/campaign.md), or timm's default where nothing led; the one-line reason
+# names the evidence. The impulse takes its family defaults (FAMILY_IMPULSE_DEFAULTS) on top.
+AUTO_INITS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "vit": ("impulse", {}, "the impulse led timm's default on the plain ViT (widths 48-192, CIFAR-10, Fashion-MNIST, "
+            "up to 200 epochs) and on DeiT-III with its attention layer scale opened"),
+    "rope": ("impulse", {}, "the impulse with mimetic V/O and its attention layer scale opened led timm's default on "
+             "the rotary ViT (10 and 50 epochs)"),
+    "relpos": ("default", {}, "no impulse option led timm's default on the relative-position ViT"),
+    "swin": ("default", {}, "on Swin the impulse tied timm's default and mimetic trailed it"),
+    "mixer": ("default", {}, "on MLP-Mixer the impulse tied timm's default, with a different sign per dataset"),
+}  # fmt: skip
 
 
 def family_options(family: str) -> tuple[str, ...]:

@@ -148,6 +148,9 @@ def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
     if init is not None:
         method, options = init
         apply_structured_init(model, method, **options)
+        auto = getattr(model, "structinit_auto", None)
+        if auto is not None:  # init "auto": the init it chose is the run's, named as chosen by it
+            method, options = auto["method"], {**auto["options"], "chosen_by": "auto"}
         shifts, defaults = getattr(model, "structinit_shifts", None), getattr(model, "structinit_defaults", {})
         model.structinit_settings = {
             "attention_init": method, **defaults, **options, **({"shifts": shifts} if shifts else {})

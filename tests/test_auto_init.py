@@ -1,0 +1,65 @@
+"""Init "auto": for the family it is given, the init the committed evidence says leads (one table,
+``structinit_hf.init.options.AUTO_INITS``), recorded in the model like any init and said in one line."""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import timm
+import torch
+
+from structinit_hf import apply_structured_init
+from structinit_hf.benchmark.arms import MODEL_ARMS
+from structinit_hf.benchmark.model_arms import model_inits
+from structinit_hf.init.options import AUTO_INITS, FAMILIES
+from structinit_hf.train.models.loading import load_model
+
+TINY = dict(img_size=16, patch_size=4, depth=2, embed_dim=24, num_heads=3, num_classes=3)
+CHOICES = {  # timm name -> (its family, what auto writes)
+    "vit_tiny_patch16_224": ("vit", "impulse"),
+    "deit3_small_patch16_224": ("vit", "impulse"),
+    "vit_small_patch16_rope_224": ("rope", "impulse"),
+    "vit_relpos_small_patch16_224": ("relpos", "default"),
+}
+
+
+def test_every_family_has_a_choice_with_its_reason():
+    assert set(AUTO_INITS) == set(FAMILIES)
+    assert all(method in ("impulse", "mimetic", "default") and reason for method, _, reason in AUTO_INITS.values())
+
+
+@pytest.mark.parametrize("name", sorted(CHOICES))
+def test_auto_writes_its_familys_choice_records_it_and_says_it(name, caplog):
+    """Catches auto writing another init than the table's (or the family defaults lost), no record, or no line."""
+    family, method = CHOICES[name]
+    torch.manual_seed(0)
+    built = timm.create_model(name, **TINY)
+    with caplog.at_level(logging.WARNING, logger="structinit_hf"):
+        auto = apply_structured_init(copy.deepcopy(built), "auto", seed=3)
+    chosen = apply_structured_init(copy.deepcopy(built), method, **({"seed": 3} if method != "default" else {}))
+    assert all(torch.equal(a, b) for a, b in zip(auto.state_dict().values(), chosen.state_dict().values()))
+    assert auto.structinit_auto == {"method": method, "options": {"seed": 3} if method != "default" else {},
+                                    "reason": AUTO_INITS[family][2]}  # fmt: skip
+    lines = [r.getMessage() for r in caplog.records if r.name == "structinit_hf"]
+    assert len(lines) == 1 and AUTO_INITS[family][2] in lines[0]
+    assert ("timm's default init, left as built" in lines[0]) == (method == "default")
+
+
+def test_auto_takes_a_seed_only():
+    with pytest.raises(ValueError, match=r"init method 'auto' takes only seed, got \['kernel_size'\]"):
+        apply_structured_init(timm.create_model("vit_tiny_patch16_224", **TINY), "auto", kernel_size=5)
+
+
+def test_the_train_route_records_the_init_auto_chose():
+    """Catches a run that records 'auto' (no init a card or a reload can name) instead of what it wrote."""
+    loaded = load_model("deit3_small_patch16_224", model_kwargs={**TINY, "attention_init": "auto"})
+    assert loaded.model.structinit_settings["attention_init"] == "impulse"
+    assert loaded.model.structinit_settings["chosen_by"] == "auto"
+    assert loaded.model.structinit_settings["attn_layer_scale"] == 1.0
+
+
+def test_compare_offers_auto_as_an_arm():
+    taken = model_inits("vit_relpos_small_patch16_224", TINY, [MODEL_ARMS["model-default"], MODEL_ARMS["model-auto"]])
+    assert [arm.name for arm in taken.arms] == ["model-default", "model-auto"]
