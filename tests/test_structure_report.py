@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from study.campaign import structure
+from study.campaign.advice import ADVICE_ROWS, advice_rows
 from study.campaign.structure import Cell, build_structure, render_structure, structure_verdict
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,3 +56,13 @@ def test_a_cell_pairs_each_init_with_its_control_on_the_seed(tmp_path, monkeypat
 def test_the_committed_report_is_the_committed_records():
     """Catches records committed without rerunning study/structure_report.py."""
     assert render_structure(build_structure(REPO)) == REPORT.read_text()
+
+
+def test_every_row_of_the_advice_figure_finds_its_comparisons_in_the_committed_records():
+    """Catches a row whose setting or arm was renamed in the campaign record (a row silently left empty)."""
+    campaign = json.loads((REPO / "study/records/small_data/campaign/results.json").read_text())
+    rows = advice_rows(campaign, build_structure(REPO))
+    assert len(rows) == len(ADVICE_ROWS)
+    for row, spec in zip(rows, ADVICE_ROWS, strict=True):
+        assert row["impulse"] is not None and row["impulse"]["n"] >= 1, spec[:2]
+        assert (row["mimetic"] is None) == (spec[5] is None), spec[:2]
