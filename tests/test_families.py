@@ -79,10 +79,11 @@ def test_swin_init_is_seeded_and_the_record_says_what_ran() -> None:
     assert shifts[0] == impulse_shifts(3, 3, 3).tolist()  # block i draws with seed + i
     assert settings == {
         "attention_init": "impulse", "family": "swin", "kernel_size": 3, "seed": 3, "sharpness": 0.7,
-        "per_layer": True, "shift_order": "random", "value_init": "default", "attn_layer_scale": None,
+        "per_layer": True, "shift_order": "random", "value_init": "default", "attn_layer_scale": None, "control": None,
+        "mlp_init": "default",
     }  # fmt: skip
     mimetic = _tiny("swin_tiny_mimetic_patch2_window4_32", seed=2)
-    assert mimetic.structinit_settings == {"attention_init": "mimetic", "seed": 2}
+    assert mimetic.structinit_settings == {"attention_init": "mimetic", "seed": 2, "mlp_init": "default", "control": None}
     vo = _tiny("swin_tiny_impulse3_patch2_window4_32", value_init="mimetic")
     assert not torch.equal(vo.layers[0].blocks[0].attn.proj.weight, a.layers[0].blocks[0].attn.proj.weight)
 
@@ -130,7 +131,7 @@ def test_mixer_record_options_and_errors() -> None:
     assert len(settings.pop("shifts")) == 2
     assert settings == {
         "attention_init": "impulse", "family": "mixer", "kernel_size": 5, "seed": 5, "num_shifts": 1,
-        "per_layer": True, "shift_order": "random", "token_mlp": "auto",
+        "per_layer": True, "shift_order": "random", "token_mlp": "auto", "control": None,
     }  # fmt: skip
     with pytest.raises(ValueError, match="init method 'mimetic' does not apply to a mixer model"):
         apply_structured_init(_tiny("mixer_s4_32"), "mimetic")

@@ -1,7 +1,9 @@
 """Apply a named attention initialization to a Vision Transformer (timm or transformers), a Swin or an MLP-Mixer.
 
 The algorithms live in :mod:`.impulse`, :mod:`.solvers`, :mod:`.token_mixing` and :mod:`.mimetic`, the options in
-:mod:`.options`, where a model keeps its weights in :mod:`.layouts`; this module runs an init on a model.
+:mod:`.options`, where a model keeps its weights in :mod:`.layouts`, each family's constructions in :mod:`.families`;
+this module dispatches an init to its family, adds what every family shares (the attention layer scale, mimetic MLPs,
+the norm-matched control), and puts the model back as it was when anything fails.
 """
 
 from __future__ import annotations
@@ -15,22 +17,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import impulse, solvers, token_mixing
-from .check import InitRefused, attention_blocks, block_patterns, require_pattern
-from .common import seeded_generator
+from . import impulse
+from .check import InitRefused
 from .control import norm_matched
+from .families import FAMILY_INITS
 from .layer_scale import attention_scales, set_attention_scale
-from .layouts import (
-    AttentionSlot,
-    MixerLayout,
-    SwinLayout,
-    ViTLayout,
-    mixer_layout,
-    model_family,
-    swin_layout,
-    vit_layout,
-)
-from .mimetic import mimetic_qk, mimetic_vo
+from .layouts import model_family, vit_layout
 from .mlp import mimetic_mlp
 from .options import (
     AUTO_INITS,
@@ -38,10 +30,8 @@ from .options import (
     FAMILY_IMPULSE_DEFAULTS,
     FAMILY_METHODS,
     INIT_METHODS,
-    ImpulseOptions,
-    MixerImpulseOptions,
-    SwinImpulseOptions,
     family_options,
+    impulse_options,
     init_settings,
 )
 from .relative_layouts import RelativeLayout, relative_layout
@@ -59,93 +49,6 @@ __all__ = [
 logger = logging.getLogger("structinit_hf")
 
 
-def _content_basis(layout: ViTLayout) -> torch.Tensor:
-    """Orthonormal basis of what Q/K may read: not the mean, patch bias, prefix tokens or (most of) patch content."""
-    # LayerNorm ignores scale, so every vector counts by its direction (a class token starts at ~1e-6)
-    hidden = [torch.ones(layout.dim, device=layout.patch_weight.device)]  # LayerNorm removes the mean anyway
-    if layout.patch_bias is not None:
-        hidden.append(layout.patch_bias)
-    hidden += layout.prefix_tokens
-    exact = torch.stack([v.float() / v.float().norm().clamp_min(1e-30) for v in hidden], dim=1)
-    return impulse.complement_basis(
-        layout.dim, exact=exact, approximate=layout.patch_weight.detach().reshape(layout.dim, -1)
-    )
-
-
-def _content_samples(layout: ViTLayout, code: torch.Tensor, seed: int, samples: int = 4) -> torch.Tensor:
-    """Pseudo inputs with simulated image content: LayerNorm(code + patch embedding of unit-variance noise)."""
-    generator = seeded_generator(seed)
-    weight = layout.patch_weight.detach().reshape(layout.dim, -1).float().cpu()
-    pixels = torch.randn(samples, code.shape[0], weight.shape[1], generator=generator)
-    content = pixels @ weight.T + (0 if layout.patch_bias is None else layout.patch_bias.float().cpu())
-    return torch.nn.functional.layer_norm(code + content, (layout.dim,), eps=impulse.LAYER_NORM_EPS)
-
-
-def _block_shifts(layout: ViTLayout, options: ImpulseOptions) -> list[torch.Tensor]:
-    """The ``(dy, dx)`` shift of every head, per block (one draw for all blocks unless ``per_layer``)."""
-    num_heads = layout.attentions[0].num_heads
-    seeds = [options.seed + i if options.per_layer else options.seed for i in range(len(layout.attentions))]
-    return [
-        impulse.impulse_shifts(num_heads, options.kernel_size, seed, layout.grid_size, options.shift_order)
-        for seed in seeds
-    ]
-
-
-def _solver_options(
-    options: ImpulseOptions, layout: ViTLayout, basis: torch.Tensor | None, checks: torch.Tensor | None
-) -> dict[str, Any]:
-    """The keyword arguments of ``options.solver`` (:data:`~structinit_hf.init.solvers.SOLVERS`) for this model."""
-    if options.solver == "svd":  # a Frobenius norm replaces the sharpness: the scale it sets would be undone
-        null_keys = len(layout.prefix_tokens) if options.suppress_content else 0
-        sharpness = None if options.qk_frobenius else options.sharpness
-        return dict(sharpness=sharpness, check_inputs=None if checks is None else checks @ basis, null_keys=null_keys)
-    return dict(seed=options.seed)
-
-
-def _apply_impulse(layout: ViTLayout, options: ImpulseOptions) -> tuple[list[list[list[int]]], torch.Tensor]:
-    """Write the impulse init into ``layout``; returns the ``[dy, dx]`` of every head, per block (plain ints), and
-    the pseudo input the solve read (``N x D``)."""
-    device = layout.patch_weight.device if not layout.patch_weight.is_meta else torch.device("cpu")
-    heads = {(slot.num_heads, slot.head_dim) for slot in layout.attentions}
-    if len(heads) != 1:
-        raise ValueError(f"impulse init needs the same head layout in every block, got {sorted(heads)}")
-    num_heads, head_dim = heads.pop()
-    grid = layout.grid_size
-    impulse.validate_kernel_size(options.kernel_size, grid)
-    # the solve assumes the positional part of the pseudo input is the model's position embedding
-    code = impulse.pseudo_input(grid, layout.dim, options.pseudo_input.split("+")[0], options.seed, normalize=False)
-    code = code * options.position_scale
-    if layout.write_position_code is not None:
-        layout.write_position_code(code)
-    with torch.no_grad():
-        layout.patch_weight.mul_(options.patch_embed_scale)
-    x = impulse.pseudo_input(grid, layout.dim, options.pseudo_input, options.seed).to(device)
-    basis = checks = None
-    if options.suppress_content:
-        basis = _content_basis(layout).to(device)
-        checks = _content_samples(layout, code, options.seed).to(device)
-
-    # one solve for every block at once (heads are independent): the pseudo input is factored once
-    block_shifts = _block_shifts(layout, options)
-    solved = block_shifts if options.per_layer else block_shifts[:1]
-    q, k = solvers.solve_qk(
-        x,
-        torch.cat(solved),
-        grid,
-        head_dim,
-        options.solver,
-        basis=basis,
-        qk_frobenius=options.qk_frobenius,
-        **_solver_options(options, layout, basis, checks),
-    )
-    q, k = q.split(num_heads), k.split(num_heads)
-    for index, slot in enumerate(layout.attentions):
-        slot.write_qk(q[index if options.per_layer else 0], k[index if options.per_layer else 0])
-    if options.value_init == "mimetic":
-        _apply_mimetic_vo(layout, options.seed)
-    return [shifts.tolist() for shifts in block_shifts], x
-
-
 def impulse_block_targets(model: nn.Module, shifts: list[list[list[int]]] | None = None) -> list[torch.Tensor]:
     """The impulse target maps (``heads x N x N``, patch tokens) of every block, from recorded shifts.
 
@@ -161,101 +64,6 @@ def impulse_block_targets(model: nn.Module, shifts: list[list[list[int]]] | None
     relative = relative_layout(model)
     grid = relative.grid_size if relative is not None else vit_layout(model).grid_size
     return [impulse.impulse_targets(grid, torch.tensor(block, dtype=torch.long)) for block in shifts]
-
-
-def _layer_seed(seed: int, index: int) -> int:
-    return seed + 1000 * index  # every layer draws its own Z, as in the paper
-
-
-def _apply_mimetic_vo(layout: ViTLayout, seed: int) -> None:
-    for index, slot in enumerate(layout.attentions):
-        slot.write_vo(*mimetic_vo(layout.dim, slot.num_heads * slot.head_dim, seed=_layer_seed(seed, index)))
-
-
-def _apply_mimetic(slots: list[AttentionSlot], seed: int) -> None:
-    for index, slot in enumerate(slots):
-        slot.write_qk(*mimetic_qk(slot.dim, slot.num_heads, slot.head_dim, seed=_layer_seed(seed, index)))
-        slot.write_vo(*mimetic_vo(slot.dim, slot.num_heads * slot.head_dim, seed=_layer_seed(seed, index)))
-
-
-def _draw_shifts(counts: list[int], kernel_size: int, seed: int, per_layer: bool, order: str) -> list[torch.Tensor]:
-    """``counts[i]`` shifts for block ``i`` from the ``k x k`` window: seed ``seed + i`` if ``per_layer``, else
-    ``seed`` for every block (blocks of more heads then extend the same draw)."""
-    return [
-        impulse.impulse_shifts(count, kernel_size, seed + index if per_layer else seed, order=order)
-        for index, count in enumerate(counts)
-    ]
-
-
-def _apply_swin_impulse(layout: SwinLayout, options: SwinImpulseOptions) -> list[list[list[int]]]:
-    """Write each head's impulse into its window's relative position bias (exact: no solve); returns the ``[dy, dx]``
-    of every head per block, clipped to the offsets its window has."""
-    counts = [slot.attention.num_heads for slot in layout.attentions]
-    drawn = _draw_shifts(counts, options.kernel_size, options.seed, options.per_layer, options.shift_order)
-    recorded = []
-    for index, (slot, shifts) in enumerate(zip(layout.attentions, drawn, strict=True)):
-        keys = slot.window_size[0] * slot.window_size[1]
-        table = token_mixing.relative_bias_impulse(
-            slot.window_size, shifts, token_mixing.bias_logit(options.sharpness, keys)
-        )
-        with torch.no_grad():
-            slot.bias_table.copy_(table.to(slot.bias_table))
-        if options.value_init == "mimetic":
-            attn = slot.attention
-            attn.write_vo(*mimetic_vo(slot.dim, attn.num_heads * attn.head_dim, seed=_layer_seed(options.seed, index)))
-        recorded.append(token_mixing.clip_shifts(shifts, slot.window_size).tolist())
-    return recorded
-
-
-def _apply_swin_mimetic(layout: SwinLayout, seed: int) -> None:
-    for index, slot in enumerate(layout.attentions):
-        attn, layer_seed = slot.attention, _layer_seed(seed, index)
-        attn.write_qk(*mimetic_qk(slot.dim, attn.num_heads, attn.head_dim, seed=layer_seed))
-        attn.write_vo(*mimetic_vo(slot.dim, attn.num_heads * attn.head_dim, seed=layer_seed))
-
-
-def _apply_relative_impulse(layout: RelativeLayout, options: SwinImpulseOptions) -> list[list[list[int]]]:
-    """Write each head's impulse into its block's relative position term (a bias table or MLP, or a rotary head's
-    query/key biases); a bias shared by every block takes block 0's shifts, recorded for every block."""
-    counts = [slot.attention.num_heads for slot in layout.attentions]
-    per_layer = options.per_layer and layout.shared is None
-    drawn = _draw_shifts(counts, options.kernel_size, options.seed, per_layer, options.shift_order)
-    impulse.validate_kernel_size(options.kernel_size, layout.grid_size)
-    if layout.shared is not None:
-        layout.shared(drawn[0], options.sharpness)
-    for index, (slot, shifts) in enumerate(zip(layout.attentions, drawn, strict=True)):
-        if slot.write_impulse is not None:
-            slot.write_impulse(shifts, options.sharpness)
-        if options.value_init == "mimetic":
-            attn, seed = slot.attention, _layer_seed(options.seed, index)
-            attn.write_vo(*mimetic_vo(attn.dim, attn.num_heads * attn.head_dim, seed=seed))
-    return [shifts.tolist() for shifts in drawn]
-
-
-def _apply_mixer_impulse(layout: MixerLayout, options: MixerImpulseOptions) -> list[list[list[int]]]:
-    """Make every block's token mixer the average of its shifts (a Mixer's MLP through
-    :func:`~.token_mixing.token_mlp_weights`, a single linear map exactly); returns the shifts per block."""
-    kernel = options.kernel_size
-    impulse.validate_kernel_size(kernel, layout.grid_size)
-    counts = [options.num_shifts] * len(layout.mixers)
-    drawn = _draw_shifts(counts, kernel, options.seed, options.per_layer, options.shift_order)
-    for slot, shifts in zip(layout.mixers, drawn, strict=True):
-        target = token_mixing.shift_mixing(layout.grid_size, shifts)
-        if slot.kind == "mlp":
-            fc1, fc2 = slot.layers
-            values = token_mixing.token_mlp_weights(target, fc1.out_features, options.token_mlp)
-            tensors = (fc1.weight, fc1.bias, fc2.weight, fc2.bias)
-        elif slot.kind == "glu":
-            fc1, fc2 = slot.layers
-            values = token_mixing.token_glu_weights(target, fc2.in_features, slot.gate, slot.gate_last)
-            tensors = (fc1.weight, fc1.bias, fc2.weight, fc2.bias)
-        else:
-            values, tensors = (target, torch.zeros(len(target))), (slot.layers[0].weight, slot.layers[0].bias)
-        with torch.no_grad():
-            for tensor, value in zip(tensors, values, strict=False):
-                if tensor is not None:
-                    tensor.copy_(value.to(tensor))
-    return [shifts.tolist() for shifts in drawn]
 
 
 @contextmanager
@@ -283,46 +91,12 @@ def init_family(model: nn.Module) -> tuple[str, RelativeLayout | None]:
     return (relative.kind, relative) if relative is not None else (model_family(model), None)
 
 
-def _check_impulse(
-    model: nn.Module, grid: tuple[int, int], tokens: torch.Tensor, prefix_tokens: list[torch.Tensor] | None = None
-) -> None:
-    """Measure the written pattern per block (``model.structinit_check``) and refuse where it falls short; a ViT's
-    ``prefix_tokens`` (its class and register tokens, maybe none) with ``tokens`` are every token a block sees."""
-    if any(p.is_meta for p in model.parameters()) or not attention_blocks(model):
-        return
-    prefix = None if prefix_tokens is None else torch.stack(prefix_tokens) if prefix_tokens else tokens[:0]
-    model.structinit_check = block_patterns(model, model.structinit_shifts, grid, tokens, prefix)
-    require_pattern(model, model.structinit_check)
-
-
-def _apply(model: nn.Module, method: str, family: str, relative: RelativeLayout | None, settings: dict,
-           options: dict) -> None:  # fmt: skip
-    if family == "swin":
-        layout = swin_layout(model)
-        if method == "impulse":
-            model.structinit_shifts = _apply_swin_impulse(layout, SwinImpulseOptions(**options))
-        else:
-            _apply_swin_mimetic(layout, settings["seed"])
-    elif family == "mixer":
-        model.structinit_shifts = _apply_mixer_impulse(mixer_layout(model), MixerImpulseOptions(**options))
-    elif relative is not None and method == "impulse":
-        model.structinit_shifts = _apply_relative_impulse(relative, SwinImpulseOptions(**options))
-        dim = relative.attentions[0].attention.dim
-        tokens = impulse.pseudo_input(relative.grid_size, dim, "gaussian", settings["seed"])
-        _check_impulse(model, relative.grid_size, tokens)
-    elif relative is not None:
-        _apply_mimetic([slot.attention for slot in relative.attentions], settings["seed"])
-    elif method == "impulse":
-        layout = vit_layout(model)
-        if layout.write_position_code is None:
-            raise InitRefused(
-                model, "has no absolute position embedding, relative position bias or rotary query/key bias for "
-                "the impulse init to write its pattern into"
-            )  # fmt: skip
-        model.structinit_shifts, tokens = _apply_impulse(layout, ImpulseOptions(**options))
-        _check_impulse(model, layout.grid_size, tokens, layout.prefix_tokens)
+def _apply(model: nn.Module, method: str, family: str, settings: dict, options: dict) -> None:
+    construction = FAMILY_INITS[family]
+    if method == "impulse":
+        construction.impulse_init(model, impulse_options(family, options))
     else:
-        _apply_mimetic(vit_layout(model).attentions, settings["seed"])
+        construction.mimetic_init(model, settings["seed"])
 
 
 def _open_attention_scale(model: nn.Module, value: float) -> None:
@@ -423,10 +197,17 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     whose query/key biases do: :mod:`.relative_layouts`) or :class:`MixerImpulseOptions` (each block's token mixer
     starts as a shift). A family may take options by default that its options class does not
     (:data:`~.options.FAMILY_IMPULSE_DEFAULTS`: a layer-scaled ViT's impulse opens its attention layer scale to 1, a
-    rotary ViT's also writes mimetic value/output); those applied are recorded as ``model.structinit_defaults``, and an option given
-    overrides them (``attn_layer_scale=None`` keeps the model's layer scale). Every block's shifts are recorded as
-    ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head or token mixer shift); any init, ``"default"`` included, drops what the last one recorded
-    (:data:`RECORDS`). The init computes in float32 and writes into the model's dtype, whatever the default dtype.
+    rotary ViT's also writes mimetic value/output); those applied are recorded as ``model.structinit_defaults``, and an
+    option given overrides them (``attn_layer_scale=None`` keeps the model's layer scale). Every block's shifts are
+    recorded as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head or token mixer shift); any init,
+    ``"default"`` included, drops what the last one recorded (:data:`RECORDS`). The init computes in float32 and writes
+    into the model's dtype, whatever the default dtype.
+
+    Every family's impulse and mimetic init also take ``mlp_init="mimetic"`` (each block MLP's first layer given a
+    nonzero mean: :mod:`.mlp`; ``"default"`` takes it too) and ``control="normmatched"`` (the init's norm-matched
+    control: every tensor it wrote redrawn at random at its norms, :mod:`.control`). ``"auto"`` (takes ``seed``) writes
+    what the evidence says leads on the model's family (:data:`~.options.AUTO_INITS`), says which in one log line and
+    records it as ``model.structinit_auto``.
 
     A ViT's impulse init checks itself (:mod:`.check`): every block's attention on the init's pseudo input is recorded
     as ``model.structinit_check`` (``target_mass``, ``hit_rate``, ``uniform`` per block), and the init is refused
@@ -452,7 +233,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
             with _init_defaults():
                 mimetic_mlp(model)
         return model
-    family, relative = init_family(model)
+    family, _ = init_family(model)
     if method in INIT_METHODS and method not in FAMILY_METHODS[family]:
         raise InitRefused(model, f"init method {method!r} does not apply to a {family} model; it takes "
                           f"{', '.join(FAMILY_METHODS[family])}")  # fmt: skip
@@ -471,7 +252,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
         with _init_defaults():
             if settings.get("attn_layer_scale") is not None:
                 _open_attention_scale(model, settings["attn_layer_scale"])
-            _apply(model, method, family, relative, settings, options)
+            _apply(model, method, family, settings, options)
             if settings.get("mlp_init") == "mimetic":
                 mimetic_mlp(model)
             if settings.get("control") is not None:  # the pattern goes: what the model records of it goes too

@@ -32,6 +32,7 @@ __all__ = [
     "SVD_DEFAULTS",
     "VALUE_INITS",
     "family_options",
+    "impulse_options",
     "init_settings",
 ]
 
@@ -333,6 +334,11 @@ AUTO_INITS: dict[str, tuple[str, dict[str, Any], str]] = {
 def family_options(family: str) -> tuple[str, ...]:
     """The keyword options of ``family``'s impulse init (and mimetic's ``seed``)."""
     return tuple(_IMPULSE_OPTIONS[family].__dataclass_fields__)
+
+
+def impulse_options(family: str, options: dict[str, Any]) -> ImpulseOptions | SwinImpulseOptions | MixerImpulseOptions:
+    """``family``'s impulse options class filled in from ``options`` (a bad one is a ``ValueError``)."""
+    return _IMPULSE_OPTIONS[family](**options)
 
 
 def init_settings(method: str, options: dict[str, Any], family: str = "vit") -> dict[str, Any]:
