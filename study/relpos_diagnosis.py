@@ -7,7 +7,6 @@ python study/relpos_diagnosis.py --out study/records/relpos   # -> diagnosis.md,
 
 import argparse
 import copy
-import json
 import sys
 from pathlib import Path
 
