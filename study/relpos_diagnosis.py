@@ -78,10 +78,10 @@ def main() -> None:
     record = {"command": "python " + " ".join(sys.argv), "images": len(batch), "seed": 0,
               "variants": {name: measure(p, o, batch) for name, (p, o) in VARIANTS.items()}}  # fmt: skip
     lines = ["# The relative-position ViT's impulse at init, on 64 real images (16 px CIFAR-10)", "",
-             f"`{record['command']}`; trains nothing. Per variant, the mean over the 12 blocks of the attention mass on "
-             "each head's target offset and the share of rows whose largest weight is on it, as built and with every "
-             "query/key weight zeroed (the bias alone); the spread of the block-0 query/key weights.", "",
-             "| variant | target mass (with content) | hit rate | target mass (bias alone) | hit rate | Q/K weight std |",
+             f"`{record['command']}`; trains nothing. Per variant, the mean over the 12 blocks of the attention mass "
+             "on each head's target offset and the share of rows whose largest weight is on it, as built and with "
+             "every query/key weight zeroed (the bias alone); the spread of the block-0 query/key weights.", "",
+             "| variant | target mass (with content) | hit rate | target mass (bias alone) | hit rate | Q/K std |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for name, m in record["variants"].items():
         c, b = m["with content"], m["bias alone"]
