@@ -21,7 +21,7 @@ from structinit_hf import apply_structured_init  # noqa: E402
 from structinit_hf.atomic import write_json, write_text  # noqa: E402
 from structinit_hf.benchmark.attention import block_fidelity  # noqa: E402
 from structinit_hf.init.apply import impulse_block_targets  # noqa: E402
-from structinit_hf.train.settings import SAMPLE_DATASETS  # noqa: E402
+from structinit_hf.train._internal import SAMPLE_DATASETS  # noqa: E402
 from study.profiles import PROFILES  # noqa: E402
 
 VARIANTS = {  # name -> (profile, impulse options)

@@ -112,7 +112,7 @@ def test_the_head_dimension_that_sets_compares_rate_is_read_off_any_attention(na
         (
             ["--model", "test_vit", "--arms", "default"],
             "--arms default: not model arms (--model test_vit); allowed: "
-            "model-default, model-mimetic, model-impulse3, model-impulse5",
+            "model-default, model-mimetic, model-auto, model-impulse3, model-impulse5",
         ),
     ],
 )

@@ -221,8 +221,12 @@ def test_fresh_models_record_their_init_settings() -> None:
         "qk_frobenius": 0.0,
         "position_scale": 1.0,
         "attn_layer_scale": None,
+        "control": None,
+        "mlp_init": "default",
     }
-    assert timm.create_model("vit_mimetic", **TINY).structinit_settings == {"attention_init": "mimetic", "seed": 0}
+    assert timm.create_model("vit_mimetic", **TINY).structinit_settings == {
+        "attention_init": "mimetic", "seed": 0, "mlp_init": "default", "control": None
+    }  # fmt: skip
     assert timm.create_model("vit_tiny_patch2_32", **TINY).structinit_settings == {"attention_init": "default"}
     reset = timm.create_model("vit_tiny_patch2_32", **TINY, weight_init="reset")
     assert reset.structinit_settings == {"attention_init": "default", "weight_init": "reset"}

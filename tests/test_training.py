@@ -217,6 +217,8 @@ def test_model_sources_and_init_settings(tmp_path) -> None:
     assert load_model("vit_tiny_mimetic", model_kwargs=dict(small, seed=4))[1] == {
         "attention_init": "mimetic",
         "seed": 4,
+        "mlp_init": "default",
+        "control": None,
     }
     assert load_model("vit_tiny_patch2_32", model_kwargs=small)[1] == {"attention_init": "default"}
     assert load_model("resnet18", num_classes=3)[1] == {}
