@@ -318,6 +318,16 @@ MODEL_ARMS: dict[str, Arm] = {
             )
             for scale in (0.1, 1.0)
         ),
+        # the impulse as the model was built: its layer scale kept, value/output as the family's options class leaves
+        # them (an option None: model_inits fills in that class's own default for the model), no family default
+        Arm(
+            "model-impulse3-asbuilt",
+            "impulse 3x3, the layer scale and value/output as the model was built (no family default)",
+            "",
+            {"attention_init": "impulse", "kernel_size": 3, "attn_layer_scale": "model", "value_init": None},
+            label="impulse 3x3, as built",
+            family="model",
+        ),
         Arm(
             "model-impulse3-mimeticvo-attnls1",
             "impulse 3x3, mimetic value/output, the attention branch's layer scale started at 1",
