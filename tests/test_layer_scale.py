@@ -5,6 +5,7 @@ a scale the user chose kept on every route."""
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -42,7 +43,9 @@ def test_the_option_opens_the_attention_branch_and_leaves_the_mlp_branch(name):
     apply_structured_init(model, "impulse", attn_layer_scale=0.1)
     assert built in (1e-6, 1e-5) and len(attention_scales(model)) == TINY["depth"]
     assert all(torch.equal(scale, torch.full_like(scale, 0.1)) for scale in attention_scales(model))
-    assert all(torch.equal(FAMILIES[name](block), before) for block, before in zip(model.blocks, mlp_before, strict=True))
+    assert all(
+        torch.equal(FAMILIES[name](block), before) for block, before in zip(model.blocks, mlp_before, strict=True)
+    )
 
 
 def test_a_model_without_layer_scale_refuses_the_option_unchanged():
@@ -409,3 +412,25 @@ def test_an_unknown_option_is_a_value_error_naming_it_and_the_allowed_ones():
     model = timm.create_model("deit3_small_patch16_224", **TINY)
     with pytest.raises(ValueError, match=r"unknown option\(s\) 'kernal_size'; allowed: preset, kernel_size"):
         apply_structured_init(model, "impulse", kernal_size=3)
+
+
+def test_train_says_the_opened_scale_once_in_its_log_and_records_where_it_came_from(tmp_path, capsys):
+    """Catches ``train`` opening DeiT-III's scale without a line in its log, saying it twice, or a run's config
+    whose init record does not say where its layer scale came from."""
+    from tiny_runs import run, synthetic_dataset
+
+    data = synthetic_dataset(tmp_path / "data")
+    geometry = ["img_size=16", "patch_size=4", "depth=1", "embed_dim=24", "num_heads=3", "attention_init=impulse"]
+    argv = ["--model", "deit3_small_patch16_224", "--model-kwargs", *geometry, "--dataset", str(data), "--val-split",
+            "0", "--batch-size", "8", "--epochs", "1", "--warmup-epochs", "0"]  # fmt: skip
+    run([*argv, "--output-dir", str(tmp_path / "opened")])
+    printed = capsys.readouterr()
+    assert (printed.out + printed.err).count("attention layer scale (ls1.gamma, 1 blocks) 1e-06 -> 1,") == 1
+    config = json.loads((tmp_path / "opened" / "final" / "config.json").read_text())
+    assert config["structinit"]["attn_layer_scale_source"] == "family default"
+    run([*argv[:-10], "init_values=1e-05", *argv[-10:], "--output-dir", str(tmp_path / "kept")])
+    printed = capsys.readouterr()
+    assert "attention layer scale" not in printed.out + printed.err
+    config = json.loads((tmp_path / "kept" / "final" / "config.json").read_text())
+    assert config["structinit"]["attn_layer_scale_source"] == "model's own"
+    assert config["model_args"]["init_values"] == 1e-05
