@@ -110,7 +110,7 @@ def test_the_factorial_cells_start_from_the_gamma_they_name(family, tmp_path):
         name, model = _build(profile, arm, tmp_path)
         assert attention_layer_scale(model) == pytest.approx(attention), (profile, arm)
         mlp_scales = [getattr(block, "gamma_2", None) for block in model.blocks]
-        mlp_scales = [s if s is not None else block.ls2.gamma for s, block in zip(mlp_scales, model.blocks)]
+        mlp_scales = [s if s is not None else b.ls2.gamma for s, b in zip(mlp_scales, model.blocks, strict=True)]
         assert all(torch.allclose(s, torch.full_like(s, mlp)) for s in mlp_scales), (profile, arm)
         flags = run_settings(PROFILES[profile], MODEL_ARMS[arm], 0, PROXY.datasets["cifar10"], tmp_path).flags()
         record = {"model": name, "model_kwargs": flags["model_kwargs"], "num_classes": 10}
