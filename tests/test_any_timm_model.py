@@ -170,3 +170,69 @@ def test_compare_model_says_under_its_table_where_the_campaign_found_the_impulse
         "refused": {}, "family_note": relpos.note,
     }  # fmt: skip
     assert render_table(record).rstrip().endswith(relpos.note)
+
+
+DEIT3_ARMS = ("model-default", "model-impulse3", "model-impulse3-attnls1", "model-impulse3-asbuilt")
+
+
+def test_compare_model_merges_arms_that_start_from_the_same_weights_and_says_what_each_init_changed():
+    """Catches two arms that would train the same weights under two labels (DeiT-III's impulse opens the scale by
+    default, as model-impulse3-attnls1 does; a RoPE ViT's also writes mimetic V/O), an as-built arm that takes a family
+    default (or is a second label of the impulse where the model has none), and a table without the lines that say
+    so."""
+    from structinit_hf.benchmark.compare_inits import render_table
+
+    tiny = {**TINY_VIT, "num_classes": 3}
+    deit3 = model_inits("deit3_small_patch16_224", tiny, [MODEL_ARMS[name] for name in DEIT3_ARMS])
+    assert [arm.name for arm in deit3.arms] == ["model-default", "model-impulse3", "model-impulse3-asbuilt"]
+    assert deit3.merged == {"model-impulse3-attnls1": "model-impulse3"}
+    assert list(deit3.changes) == ["model-impulse3"] and "1e-06 -> 1," in deit3.changes["model-impulse3"]
+    rope_arms = ("model-impulse3", "model-impulse3-mimeticvo-attnls1", "model-impulse3-asbuilt")
+    rope = model_inits("vit_small_patch16_rope_224", tiny, [MODEL_ARMS[name] for name in rope_arms])
+    assert rope.merged == {"model-impulse3-mimeticvo-attnls1": "model-impulse3"}
+    as_built = rope.arms[-1].model_kwargs
+    assert as_built == {
+        "attention_init": "impulse",
+        "kernel_size": 3,
+        "attn_layer_scale": "model",
+        "value_init": "default",
+    }
+    plain = model_inits("vit_tiny_patch16_224", tiny, [MODEL_ARMS[name] for name in DEIT3_ARMS[1:]])
+    assert plain.merged == {"model-impulse3-asbuilt": "model-impulse3"} and list(plain.refused) == [DEIT3_ARMS[2]]
+    record = {
+        "dataset_name": "images", "model": "deit3_small_patch16_224", "train_images": 12, "epochs": 1, "seeds": [0],
+        "num_eval_images": 4, "split": "test", "top1": {arm.name: {0: 50.0} for arm in deit3.arms}, "vs_default": {},
+        "refused": {}, "family_note": "", "merged": deit3.merged, "init_changes": deit3.changes,
+    }  # fmt: skip
+    notes = render_table(record).rstrip().splitlines()[-2:]
+    assert notes[0].startswith("impulse 3x3: impulse init on VisionTransformer: attention layer scale (ls1.gamma")
+    assert notes[1].startswith("impulse 3x3, attention layer scale 1: the same weights as impulse 3x3 on deit3_small")
+
+
+def test_compare_help_lists_the_as_built_arm():
+    """Catches the as-built arm left out of the arms ``--help`` lists for ``--model``."""
+    from structinit_hf.benchmark.compare_inits import compare_parser
+
+    text = " ".join(compare_parser().format_help().split()).replace("- ", "-")  # argparse wraps at hyphens
+    assert "model-impulse3-asbuilt" in text
+
+
+@pytest.mark.slow
+def test_compare_model_trains_merged_arms_once_and_logs_the_opened_scale(tmp_path, capsys):
+    """``compare --model deit3_small_patch16_224`` with model-impulse3 and model-impulse3-attnls1: one run, one row,
+    the merge said before training and under the table, the opened scale in the run's log and its record."""
+    images = image_folder(tmp_path / "images", ["a", "b"], per_class=6)
+    out = tmp_path / "deit3"
+    geometry = [f"{key}={value}" for key, value in TINY_VIT.items()]
+    argv = ["compare", "--model", "deit3_small_patch16_224", "--model-kwargs", *geometry, "--dataset", str(images),
+            "--epochs", "1", "--arms", *DEIT3_ARMS[:3], "--output-dir", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert sorted(path.name for path in out.iterdir() if path.is_dir()) == [
+        "model-default-seed0",
+        "model-impulse3-seed0",
+    ]
+    assert printed.count("the same weights as impulse 3x3 on deit3_small_patch16_224") == 2  # before and under
+    assert "1e-06 -> 1, the default for a timm Block" in (out / "model-impulse3-seed0" / "train.log").read_text()
+    init = json.loads((out / "model-impulse3-seed0" / "results.json").read_text())["init"]
+    assert init["attn_layer_scale"] == 1.0 and init["attn_layer_scale_source"] == "family default"

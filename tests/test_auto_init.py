@@ -42,9 +42,10 @@ def test_auto_writes_its_familys_choice_records_it_and_says_it(name, caplog):
     assert all(torch.equal(a, b) for a, b in zip(auto.state_dict().values(), chosen.state_dict().values()))
     assert auto.structinit_auto == {"method": method, "options": {"seed": 3} if method != "default" else {},
                                     "reason": AUTO_INITS[family][2]}  # fmt: skip
-    lines = [r.getMessage() for r in caplog.records if r.name == "structinit_hf"]
-    assert len(lines) == 1 and AUTO_INITS[family][2] in lines[0]
-    assert ("timm's default init, left as built" in lines[0]) == (method == "default")
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("structinit_hf")]
+    said = [line for line in lines if line.startswith("init 'auto'")]
+    assert len(said) == 1 and AUTO_INITS[family][2] in said[0]
+    assert ("timm's default init, left as built" in said[0]) == (method == "default")
 
 
 def test_auto_takes_a_seed_only():
@@ -60,6 +61,10 @@ def test_the_train_route_records_the_init_auto_chose():
     assert loaded.model.structinit_settings["attn_layer_scale"] == 1.0
 
 
-def test_compare_offers_auto_as_an_arm():
-    taken = model_inits("vit_relpos_small_patch16_224", TINY, [MODEL_ARMS["model-default"], MODEL_ARMS["model-auto"]])
-    assert [arm.name for arm in taken.arms] == ["model-default", "model-auto"]
+def test_compare_offers_auto_as_an_arm_and_merges_it_where_it_is_another_arm():
+    """Catches an auto arm compare refuses, or one trained twice where it writes what another arm writes."""
+    arms = [MODEL_ARMS["model-default"], MODEL_ARMS["model-auto"]]
+    relpos = model_inits("vit_relpos_small_patch16_224", TINY, arms)  # auto is timm's default there
+    assert [arm.name for arm in relpos.arms] == ["model-default"] and relpos.merged == {"model-auto": "model-default"}
+    deit3 = model_inits("deit3_small_patch16_224", TINY, arms)
+    assert [arm.name for arm in deit3.arms] == ["model-default", "model-auto"] and not deit3.merged

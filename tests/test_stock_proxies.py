@@ -63,7 +63,7 @@ def test_each_arm_trains_the_stock_model_with_its_init(family, tmp_path):
         assert masses == pytest.approx([block["target_mass"] for block in plain.structinit_check], rel=0.05)
 
     _, mimetic = _build(name, "model-mimetic", tmp_path)
-    assert mimetic.structinit_settings == {"attention_init": "mimetic"}
+    assert mimetic.structinit_settings == {"attention_init": "mimetic", "attn_layer_scale_source": "model's own"}
     qkv = "blocks.0.attn.qkv.weight"
     assert not torch.equal(mimetic.state_dict()[qkv], default.state_dict()[qkv])  # the same draw, then rewritten
 
@@ -110,7 +110,7 @@ def test_the_factorial_cells_start_from_the_gamma_they_name(family, tmp_path):
         name, model = _build(profile, arm, tmp_path)
         assert attention_layer_scale(model) == pytest.approx(attention), (profile, arm)
         mlp_scales = [getattr(block, "gamma_2", None) for block in model.blocks]
-        mlp_scales = [s if s is not None else block.ls2.gamma for s, block in zip(mlp_scales, model.blocks)]
+        mlp_scales = [s if s is not None else b.ls2.gamma for s, b in zip(mlp_scales, model.blocks, strict=True)]
         assert all(torch.allclose(s, torch.full_like(s, mlp)) for s in mlp_scales), (profile, arm)
         flags = run_settings(PROFILES[profile], MODEL_ARMS[arm], 0, PROXY.datasets["cifar10"], tmp_path).flags()
         record = {"model": name, "model_kwargs": flags["model_kwargs"], "num_classes": 10}

@@ -326,6 +326,16 @@ MODEL_ARMS: dict[str, Arm] = {
             )
             for scale in (0.1, 1.0)
         ),
+        # the impulse as the model was built: its layer scale kept, value/output as the family's options class leaves
+        # them (an option None: model_inits fills in that class's own default for the model), no family default
+        Arm(
+            "model-impulse3-asbuilt",
+            "impulse 3x3, the layer scale and value/output as the model was built (no family default)",
+            "",
+            {"attention_init": "impulse", "kernel_size": 3, "attn_layer_scale": "model", "value_init": None},
+            label="impulse 3x3, as built",
+            family="model",
+        ),
         Arm(
             "model-impulse3-mimeticvo-attnls1",
             "impulse 3x3, mimetic value/output, the attention branch's layer scale started at 1",
@@ -350,42 +360,25 @@ def _variant(arm: Arm, suffix: str, options: dict[str, Any], what: str) -> Arm:
     )
 
 
-_NORM_MATCHED = ("normmatched", {"control": "normmatched"}, "norm-matched control")
-_MIMETIC_MLP = ("mlpmimetic", {"mlp_init": "mimetic"}, "mimetic MLP")
-
 # Is it the structure? Each init's norm-matched control (every tensor it writes redrawn at random at its norms:
-# structinit_hf.init.control), and mimetic MLP init (a nonzero mean in each block MLP's first layer) alone and with
-# each attention init; on the registered names and on any timm model (compare --model)
+# structinit_hf.init.control), mimetic MLP init (a nonzero mean in each block MLP's first layer) alone and with each
+# attention init, on the registered names and on any timm model; the relative-position bias impulse's strength
+_MODEL_DEFAULT = replace(MODEL_ARMS["model-default"], model_kwargs={"attention_init": "default"})
+_VARIANTS = (  # (base arms, suffix, options, what the label adds)
+    (("impulse3", "mimetic", "model-impulse3", "model-mimetic", "model-impulse3-attnls1",
+      "model-impulse3-mimeticvo-attnls1"), "normmatched", {"control": "normmatched"}, "norm-matched control"),
+    (("default", "impulse3", "mimetic", "model-default", "model-impulse3", "model-mimetic", "model-impulse3-attnls1"),
+     "mlpmimetic", {"mlp_init": "mimetic"}, "mimetic MLP"),
+    (("model-impulse3",), "sharp0.3", {"sharpness": 0.3}, "sharpness 0.3"),
+    (("model-impulse3",), "sharp0.9", {"sharpness": 0.9}, "sharpness 0.9"),
+)  # fmt: skip
 STRUCTURE_ARMS: dict[str, Arm] = {
     arm.name: arm
+    for bases, suffix, options, what in _VARIANTS
     for arm in (
-        *(_variant(ARMS[name], *_NORM_MATCHED) for name in ("impulse3", "mimetic")),
-        *(_variant(ARMS[name], *_MIMETIC_MLP) for name in ("default", "impulse3", "mimetic")),
-        *(
-            _variant(MODEL_ARMS[name], *_NORM_MATCHED)
-            for name in (
-                "model-impulse3",
-                "model-mimetic",
-                "model-impulse3-attnls1",
-                "model-impulse3-mimeticvo-attnls1",
-            )
-        ),
-        _variant(replace(MODEL_ARMS["model-default"], model_kwargs={"attention_init": "default"}), *_MIMETIC_MLP),
-        *(
-            _variant(MODEL_ARMS[name], *_MIMETIC_MLP)
-            for name in ("model-impulse3", "model-mimetic", "model-impulse3-attnls1")
-        ),
-        # the relative-position bias impulse's strength (its attention mass on the target with content logits at 0)
-        *(
-            _variant(
-                MODEL_ARMS["model-impulse3"],
-                f"sharp{sharpness:g}",
-                {"sharpness": sharpness},
-                f"sharpness {sharpness:g}",
-            )
-            for sharpness in (0.3, 0.9)
-        ),
-    )
+        _variant(_MODEL_DEFAULT if b == "model-default" else {**ARMS, **MODEL_ARMS}[b], suffix, options, what)
+        for b in bases
+    )  # fmt: skip
 }
 
 

@@ -50,7 +50,7 @@ from ..train._internal import (
 )
 from .arms import ALL_ARMS, FAMILY_ARMS, arm_label, select_arms
 from .compare_settings import FAMILIES, PRECISIONS, PROFILE, RECIPE_FLAGS, THREADS, CompareResult, CompareSettings
-from .model_arms import DEFAULT_MODEL_ARMS, model_inits, model_profile
+from .model_arms import DEFAULT_MODEL_ARMS, change_notes, merged_notes, model_inits, model_profile
 from .profiles import WIDE_HEAD_DIM, BenchmarkDataset, Profile, proxy_lr
 from .runs import RUN_LOG, RUN_RESULTS, changed_flags, run_settings
 from .stats import mean_std_text
@@ -89,7 +89,9 @@ def compare_parser() -> argparse.ArgumentParser:
         default=None,
         help="instead of --family: any timm model name, built with --model-kwargs alone; its arms are timm's default "
         f"and each init it takes ({' '.join(FAMILY_ARMS['model'])}; default: {' '.join(DEFAULT_MODEL_ARMS)}); an "
-        "init the model refuses is left out, with why, in the table's notes",
+        "init the model refuses is left out, with why, in the table's notes; arms that start the model from the same "
+        "weights (model-impulse3 and model-impulse3-attnls1 on DeiT-III, whose impulse opens the scale by default) "
+        "train once",
     )
     parser.add_argument(
         "--arms",
@@ -300,7 +302,9 @@ def render_table(record: dict[str, Any]) -> str:
         difference, verdict = versus_cells(record["vs_default"].get(arm))
         lines.append(f"| {arm_label(arm)} | {mean_std_text(values)} | {per_seed} | {difference} | {verdict} |")
     refused = record.get("refused") or {}
-    notes = [f"{arm_label(arm)}: not compared, the model refuses it: {why}" for arm, why in refused.items()]
+    notes = change_notes(record.get("init_changes") or {})
+    notes += merged_notes(record.get("merged") or {}, record.get("model"))
+    notes += [f"{arm_label(arm)}: not compared, the model refuses it: {why}" for arm, why in refused.items()]
     notes += [record["family_note"]] if record.get("family_note") else []
     return "\n".join([*lines, *([""] + notes if notes else [])]) + "\n"
 
@@ -314,11 +318,14 @@ def compare(settings: CompareSettings) -> CompareResult:
     """Train every (arm, seed) that ``settings`` name, print and write the comparison; return its table and figures.
     A comparison's folder resumes: a finished run of the same settings on the same files is reused."""
     settings = _check(settings)
-    arms, refused, family_note = select_arms(settings.arms), {}, ""
+    arms, refused, family_note, merged, changes = select_arms(settings.arms), {}, "", {}, {}
     if settings.model is not None:  # the inits this model takes (the others left out, with why), at its heads' rate
         inits = model_inits(settings.model, settings.model_kwargs, arms, settings.seeds[0])
         arms, refused, family_note = inits.arms, inits.refused, inits.note
+        merged, changes = inits.merged, inits.changes
         settings = replace(settings, lr=settings.lr or proxy_lr(inits.head_dim))
+        for line in merged_notes(merged, settings.model):
+            print(line)
     settings = replace(settings, lr=settings.resolved_lr())
     profile = _profile(settings)
     name = _dataset_name(settings.dataset)
@@ -392,6 +399,8 @@ def compare(settings: CompareSettings) -> CompareResult:
         model=settings.model,
         refused=refused,
         family_note=family_note,
+        merged=merged,
+        init_changes=changes,
     )
     write_outputs(record, out_dir)
     table = render_table(record)

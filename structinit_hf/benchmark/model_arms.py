@@ -10,19 +10,30 @@ with the first line of its message for the table's notes. Which families the ini
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+import hashlib
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from ..init.apply import InitRefused, apply_structured_init, init_family
-from ..init.options import FAMILIES, family_options
+from ..init.apply import InitRefused, apply_structured_init, init_family, said_changes
+from ..init.options import FAMILIES, family_options, init_settings
 from ..train import UsageError
-from ..train._internal import load_model
-from .arms import Arm
+from ..train._internal import load_model, user_init_options
+from .arms import Arm, arm_label
 from .profiles import PROFILES, Profile
 
-__all__ = ["DEFAULT_MODEL_ARMS", "FAMILY_NOTES", "REFUSALS", "ModelInits", "head_dim", "model_inits", "model_profile"]
+__all__ = [
+    "DEFAULT_MODEL_ARMS",
+    "FAMILY_NOTES",
+    "REFUSALS",
+    "ModelInits",
+    "change_notes",
+    "head_dim",
+    "merged_notes",
+    "model_inits",
+    "model_profile",
+]
 
 DEFAULT_MODEL_ARMS = ("model-default", "model-mimetic", "model-impulse3")  # compare --model's, as --family vit's
 
@@ -39,6 +50,8 @@ class ModelInits:
     refused: dict[str, str]
     head_dim: int
     note: str = ""  # what the campaign found for the model's family, where the impulse does not pay on it
+    merged: dict[str, str] = field(default_factory=dict)  # arm -> the arm taken whose weights it would start from
+    changes: dict[str, str] = field(default_factory=dict)  # arm -> what its init changed beyond the attention
 
 
 # per init family (structinit_hf.init.apply.init_family), where the campaign found that no impulse option puts the
@@ -66,8 +79,11 @@ def head_dim(model: torch.nn.Module) -> int:
 
 def model_inits(model: str, model_kwargs: dict[str, Any], arms: list[Arm], seed: int = 0) -> ModelInits:
     """Build ``model`` with ``model_kwargs`` once (a bad keyword is the caller's error) and try each arm's init on a
-    copy; the global random state is left as it was. An init keyword in ``model_kwargs`` is refused: each arm names
-    its own."""
+    copy, as training runs it; the global random state is left as it was. An init keyword in ``model_kwargs`` is
+    refused: each arm names its own. An arm option ``None`` takes the model's family's options class default (the
+    as-built arm). An arm whose init starts the model from the same weights as an arm before it is merged into that
+    one (trained once); what each init changes beyond the attention (a layer scale, value/output by a family
+    default) is kept for the table's notes."""
     init_keywords = sorted({"attention_init", *(name for family in FAMILIES for name in family_options(family))})
     given = [name for name in init_keywords if name in model_kwargs]
     if given:
@@ -78,20 +94,49 @@ def model_inits(model: str, model_kwargs: dict[str, Any], arms: list[Arm], seed:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         built = load_model(model, model_kwargs=model_kwargs).model
-        taken, refused = [], {}
+        taken, refused, merged, changes, starts = [], {}, {}, {}, {}
         for arm in arms:
             options = dict(arm.model_kwargs)
             method = options.pop("attention_init", "default")
             try:
-                if method != "default":
-                    apply_structured_init(copy.deepcopy(built), method, **options)
+                options = _class_defaults(built, method, options)
+                probe = copy.deepcopy(built)
+                with said_changes() as said:
+                    apply_structured_init(probe, method, **user_init_options(method, options, model_kwargs))
             except REFUSALS as error:
                 refused[arm.name] = (str(error).strip().splitlines() or [type(error).__name__])[0]
                 continue
-            taken.append(replace(arm, model=model))
+            digest = _weights_digest(probe)
+            if digest in starts:
+                merged[arm.name] = starts[digest]
+                continue
+            starts[digest] = arm.name
+            changes.update({arm.name: said[0].removeprefix("structinit_hf: ")} if said else {})
+            kwargs = {"attention_init": method, **options} if "attention_init" in arm.model_kwargs else options
+            taken.append(replace(arm, model=model, model_kwargs=kwargs))
     if not taken:
         raise UsageError(f"--model {model}: it refuses every init asked for ({'; '.join(refused.values())})")
-    return ModelInits(taken, refused, head_dim(built), _family_note(built))
+    return ModelInits(taken, refused, head_dim(built), _family_note(built), merged, changes)
+
+
+def _class_defaults(model: torch.nn.Module, method: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with each ``None`` replaced by the default of ``model``'s family's options class (no family
+    default): the as-built arm's ``value_init``."""
+    unset = [name for name, value in options.items() if value is None]
+    if not unset:
+        return options
+    family = init_family(model)[0]
+    resolved = init_settings(method, {name: value for name, value in options.items() if value is not None}, family)
+    return {name: resolved[name] if value is None else value for name, value in options.items()}
+
+
+def _weights_digest(model: torch.nn.Module) -> str:
+    """A digest of every tensor of ``model``'s state (name, dtype, shape, values): equal for models that train alike."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _family_note(model: torch.nn.Module) -> str:
@@ -113,3 +158,20 @@ def model_profile(model: str) -> Profile:
         notes=f"{model} as timm builds it with --model-kwargs, timm's default init against each init "
         "apply_structured_init writes into it; " + base.notes,
     )
+
+
+def change_notes(changes: dict[str, str]) -> list[str]:
+    """What each init changed beyond the attention (arm -> the line it said), once for the arms it is the same for."""
+    said: dict[str, list[str]] = {}
+    for arm, change in changes.items():
+        said.setdefault(change, []).append(arm_label(arm))
+    return [f"{', '.join(labels)}: {change}" for change, labels in said.items()]
+
+
+def merged_notes(merged: dict[str, str], model: str | None) -> list[str]:
+    """One line per arm merged into another (``compare --model``): the same starting weights, trained once."""
+    return [
+        f"{arm_label(arm)}: the same weights as {arm_label(kept)} on {model} (its init settings resolve alike there): "
+        "trained once, listed once"
+        for arm, kept in merged.items()
+    ]

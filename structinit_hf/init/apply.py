@@ -12,6 +12,7 @@ import copy
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -21,7 +22,14 @@ from . import impulse
 from .check import InitRefused
 from .control import norm_matched
 from .families import FAMILY_INITS
-from .layer_scale import attention_scales, set_attention_scale
+from .layer_scale import (
+    KEEP,
+    attention_layer_scale,
+    attention_scales,
+    default_layer_scale,
+    layer_scale_sites,
+    set_attention_scale,
+)
 from .layouts import model_family, vit_layout
 from .mlp import mimetic_mlp
 from .options import (
@@ -43,11 +51,10 @@ __all__ = [
     "auto_init",
     "impulse_block_targets",
     "init_family",
+    "init_record",
     "init_refusal",
+    "said_changes",
 ]
-
-logger = logging.getLogger("structinit_hf")
-
 
 def impulse_block_targets(model: nn.Module, shifts: list[list[list[int]]] | None = None) -> list[torch.Tensor]:
     """The impulse target maps (``heads x N x N``, patch tokens) of every block, from recorded shifts.
@@ -104,7 +111,7 @@ def _open_attention_scale(model: nn.Module, value: float) -> None:
     if not set_attention_scale(model, value):
         raise InitRefused(
             model, f"has no layer scale on its attention branch for attn_layer_scale={value!r} to set (the option is "
-            "for layer-scaled ViTs: DeiT-III, the relative-position and rotary ViTs)"
+            "for layer-scaled ViTs: docs/method.md lists where each keeps it)"
         )  # fmt: skip
 
 
@@ -117,14 +124,22 @@ def init_refusal(model: nn.Module, method: str = "impulse", **options) -> str | 
     if method == "default":
         return None
     try:
-        apply_structured_init(copy.deepcopy(model), method, **options)
+        with said_changes():  # a question, not a change: nothing to say
+            apply_structured_init(copy.deepcopy(model), method, **options)
     except InitRefused as error:
         return str(error)
     return None
 
 
-# what an init records on the model; the next init replaces them, a failed one leaves the last init's
-RECORDS = ("structinit_shifts", "structinit_check", "structinit_defaults", "structinit_auto")
+# what an init records on the model; a failed init leaves the last one's. The shifts and the check are the last init's;
+# what a family default or a given scale wrote (structinit_defaults, structinit_layer_scale) stays while the weights
+# hold it, through later inits that leave it alone; structinit_auto is what init "auto" chose, the last time it ran
+RECORDS = ("structinit_shifts", "structinit_check", "structinit_defaults", "structinit_layer_scale", "structinit_auto")
+
+logger = logging.getLogger(__name__)
+
+# where apply_structured_init puts its line of what it changed beyond the attention: a list (said_changes) or the log
+_SAID: ContextVar[list[str] | None] = ContextVar("structinit_said", default=None)
 
 
 def auto_init(model: nn.Module, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any], str]:
@@ -138,13 +153,82 @@ def auto_init(model: nn.Module, options: dict[str, Any] | None = None) -> tuple[
     return method, ({**chosen, **options} if method != "default" else {}), reason
 
 
-def _family_defaults(model: nn.Module, family: str, options: dict) -> dict[str, Any]:
-    """The family's impulse defaults (:data:`~.options.FAMILY_IMPULSE_DEFAULTS`) that ``options`` leave to it; an
-    attention scale only where the model has one to open (a rotary ViT built without layer scale keeps none)."""
-    defaults = {k: v for k, v in FAMILY_IMPULSE_DEFAULTS.get(family, {}).items() if k not in options}
-    if "attn_layer_scale" in defaults and not attention_scales(model):
-        del defaults["attn_layer_scale"]
-    return defaults
+@contextmanager
+def said_changes() -> Iterator[list[str]]:
+    """Collect, instead of logging them, the lines :func:`apply_structured_init` says of what it changed beyond the
+    attention (a layer scale, value/output by a family default): for a caller that reports them itself."""
+    lines: list[str] = []
+    token = _SAID.set(lines)
+    try:
+        yield lines
+    finally:
+        _SAID.reset(token)
+
+
+_FAMILY_WORDS = {"rope": "rotary", "relpos": "relative-position"}
+
+
+def _say(line: str) -> None:
+    lines = _SAID.get()
+    if lines is None:
+        logger.warning(line)
+    else:
+        lines.append(line)
+
+
+def _family_defaults(family: str, options: dict) -> dict[str, Any]:
+    """The family's impulse defaults (:data:`~.options.FAMILY_IMPULSE_DEFAULTS`) that ``options`` leave to it."""
+    return {k: v for k, v in FAMILY_IMPULSE_DEFAULTS.get(family, {}).items() if k not in options}
+
+
+def _layer_scale_plan(model: nn.Module, given: Any) -> tuple[float | None, str | None]:
+    """``(the value the attention scale is set to or None, its source)`` for ``attn_layer_scale=given``: a number is
+    ``"given"``; ``KEEP`` keeps the model's own; not given (``None``), the default of :data:`~.layer_scale.LAYER_SCALES`
+    where the model's blocks take one (``"family default"``), else the model's own. The source is ``None`` where the
+    model has no layer scale and none is set."""
+    if given is not None and given != KEEP:
+        return given, "given"
+    opened = default_layer_scale(model) if given is None else None
+    if opened is not None:
+        return opened, "family default"
+    return None, ("model's own" if attention_scales(model) else None)
+
+
+def _scale_line(model: nn.Module, before: float | None, after: float, source: str) -> str:
+    sites = layer_scale_sites(model)
+    site = sites[0][0]
+    where = f"{site.attribute}, {len(sites)} blocks"
+    why = (
+        f"the default for a {site.library} {site.block} built at {site.opens[0]:g}"
+        if source == "family default" and site.opens
+        else f"attn_layer_scale={after!r} given"
+    )
+    keep = f"attn_layer_scale={KEEP!r} keeps the model's own"
+    return f"attention layer scale ({where}) {before:g} -> {after:g}, {why} ({keep})"
+
+
+def _kept_records(model: nn.Module, method: str, settings: dict, scale_set: bool) -> dict[str, Any]:
+    """What the last inits' defaults wrote that this one leaves in the weights (the records that stay)."""
+    defaults = dict(model.__dict__.get("structinit_defaults") or {})
+    if scale_set:
+        defaults.pop("attn_layer_scale", None)
+    if method == "mimetic" or settings.get("value_init") == "mimetic":  # value/output written again
+        defaults.pop("value_init", None)
+    layer_scale = None if scale_set else model.__dict__.get("structinit_layer_scale")
+    return {"structinit_defaults": defaults, "structinit_layer_scale": layer_scale}
+
+
+def init_record(model: nn.Module) -> dict[str, Any]:
+    """What the weights hold beyond the last init's settings, for a run's init record: the family defaults in force
+    (:attr:`structinit_defaults`) and, where the model has a layer scale, its value and where it came from
+    (``attn_layer_scale_source``: ``"family default"``, ``"given"`` or ``"model's own"``)."""
+    record = dict(model.__dict__.get("structinit_defaults") or {})
+    layer_scale = model.__dict__.get("structinit_layer_scale")
+    if layer_scale is not None:
+        if layer_scale["source"] != "model's own":
+            record["attn_layer_scale"] = layer_scale["attn_layer_scale"]
+        record["attn_layer_scale_source"] = layer_scale["source"]
+    return record
 
 
 def _tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -195,19 +279,29 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     since the solve assumes it), :class:`SwinImpulseOptions` (each head's impulse written exactly into its window's
     relative position bias; also the relative-position ViTs, whose bias table or MLP takes it, and the rotary ViTs,
     whose query/key biases do: :mod:`.relative_layouts`) or :class:`MixerImpulseOptions` (each block's token mixer
-    starts as a shift). A family may take options by default that its options class does not
-    (:data:`~.options.FAMILY_IMPULSE_DEFAULTS`: a layer-scaled ViT's impulse opens its attention layer scale to 1, a
-    rotary ViT's also writes mimetic value/output); those applied are recorded as ``model.structinit_defaults``, and an
-    option given overrides them (``attn_layer_scale=None`` keeps the model's layer scale). Every block's shifts are
-    recorded as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per head or token mixer shift); any init,
-    ``"default"`` included, drops what the last one recorded (:data:`RECORDS`). The init computes in float32 and writes
-    into the model's dtype, whatever the default dtype.
+    starts as a shift). Every block's shifts are recorded as ``model.structinit_shifts`` (per block, ``[dy, dx]`` per
+    head or token mixer shift). The init computes in float32 and writes into the model's dtype, whatever the default
+    dtype.
+
+    Beyond the attention, the impulse changes two things by default, where the campaign measured them to pay: the
+    attention branch's layer scale of the block classes :data:`~.layer_scale.LAYER_SCALES` opens (DeiT-III's timm
+    ``Block`` at 1e-6, the RoPE ViTs' ``EvaBlock`` at 1e-5: opened to 1, and only where the scale is still at that
+    built value, so a scale the user chose or trained is kept), and a rotary ViT's value/output projections
+    (mimetic: :data:`~.options.FAMILY_IMPULSE_DEFAULTS`). An option given overrides them: ``attn_layer_scale=<number>``
+    sets the scale on any layer-scaled block, ``attn_layer_scale="model"`` (:data:`~.layer_scale.KEEP`) keeps the
+    model's own, ``value_init="default"`` keeps value/output as drawn. What the call changed beyond the attention is
+    said in one line on the logger ``structinit_hf.init.apply`` (a ``logging`` WARNING, printed by default as
+    transformers' notices are; ``logging.getLogger("structinit_hf").setLevel(logging.ERROR)`` silences it); the
+    defaults in force are recorded as ``model.structinit_defaults`` and the scale's value, value before and source
+    (``"family default"``, ``"given"``, ``"model's own"``) as ``model.structinit_layer_scale``: both stay through a
+    later init that leaves them in the weights (:func:`init_record` reads them for a run's record); the shifts and
+    the check are the last init's (:data:`RECORDS`).
 
     Every family's impulse and mimetic init also take ``mlp_init="mimetic"`` (each block MLP's first layer given a
     nonzero mean: :mod:`.mlp`; ``"default"`` takes it too) and ``control="normmatched"`` (the init's norm-matched
     control: every tensor it wrote redrawn at random at its norms, :mod:`.control`). ``"auto"`` (takes ``seed``) writes
-    what the evidence says leads on the model's family (:data:`~.options.AUTO_INITS`), says which in one log line and
-    records it as ``model.structinit_auto``.
+    what the evidence says leads on the model's family (:data:`~.options.AUTO_INITS`), says which in one line as the
+    init's other changes are said, and records it as ``model.structinit_auto``.
 
     A ViT's impulse init checks itself (:mod:`.check`): every block's attention on the init's pseudo input is recorded
     as ``model.structinit_check`` (``target_mass``, ``hit_rate``, ``uniform`` per block), and the init is refused
@@ -223,11 +317,11 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
         method, options, reason = auto_init(model, options)
         apply_structured_init(model, method, **options)
         model.structinit_auto = {"method": method, "options": options, "reason": reason}
-        logger.warning("init 'auto' on %s: %s (%s)", type(model).__name__, _auto_choice(model, method), reason)
+        _say(f"init 'auto' on {type(model).__name__}: {_auto_choice(model, method)} ({reason})")
         return model
     if method == "default":
         settings = init_settings(method, options)
-        for name in RECORDS:
+        for name in ("structinit_shifts", "structinit_check"):
             model.__dict__.pop(name, None)
         if settings.get("mlp_init") == "mimetic":
             with _init_defaults():
@@ -240,19 +334,23 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     foreign = _foreign_options(family, options) if method == "impulse" else []
     if foreign:
         raise InitRefused(model, f"is a {family} model, whose impulse init has no {', '.join(foreign)}")
-    defaults = _family_defaults(model, family, options) if method == "impulse" else {}
-    options = {**defaults, **options}
-    settings = init_settings(method, options, family)  # a bad option is the caller's error
+    defaults = _family_defaults(family, options) if method == "impulse" else {}
+    settings = init_settings(method, {**defaults, **options}, family)  # a bad option is the caller's error
+    scale, source = _layer_scale_plan(model, settings.get("attn_layer_scale")) if method == "impulse" else (None, None)
+    if source is None and method == "mimetic" and attention_scales(model):
+        source = "model's own"
+    if source == "family default":
+        defaults["attn_layer_scale"] = scale
+    before = attention_layer_scale(model)
     saved = _snapshot(model)
     try:
+        kept = _kept_records(model, method, settings, scale is not None)
         for name in RECORDS:
             model.__dict__.pop(name, None)
-        if defaults:
-            model.structinit_defaults = defaults
         with _init_defaults():
-            if settings.get("attn_layer_scale") is not None:
-                _open_attention_scale(model, settings["attn_layer_scale"])
-            _apply(model, method, family, settings, options)
+            if scale is not None:
+                _open_attention_scale(model, scale)
+            _apply(model, method, family, settings, {**defaults, **options})
             if settings.get("mlp_init") == "mimetic":
                 mimetic_mlp(model)
             if settings.get("control") is not None:  # the pattern goes: what the model records of it goes too
@@ -264,4 +362,20 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
         if isinstance(error, ValueError) and not isinstance(error, InitRefused):  # valid options: the model's shape
             raise InitRefused(model, str(error)) from error
         raise
+    records = {**kept["structinit_defaults"], **defaults}
+    if records:
+        model.structinit_defaults = records
+    if scale is not None or (source is not None and kept["structinit_layer_scale"] is None):
+        model.structinit_layer_scale = {"attn_layer_scale": attention_layer_scale(model), "before": before,
+                                        "source": source}  # fmt: skip
+    elif kept["structinit_layer_scale"] is not None:
+        model.structinit_layer_scale = kept["structinit_layer_scale"]
+    changes = [_scale_line(model, before, scale, source)] if scale is not None and before is not None else []
+    if "value_init" in defaults:
+        changes.append(
+            f"value/output projections written as mimetic's, the default for a {_FAMILY_WORDS.get(family, family)} "
+            "ViT (value_init='default' keeps them as drawn)"
+        )
+    if changes:
+        _say(f"structinit_hf: {method} init on {type(model).__name__}: {'; '.join(changes)}")
     return model

@@ -6,10 +6,11 @@ Plain Python: the one place an option's default is written (:data:`PROJECT_DEFAU
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .control import validate_control
 from .impulse import PSEUDO_INPUTS, SHIFT_ORDERS, validate_kernel_size, validate_shift_order
+from .layer_scale import KEEP
 from .mlp import validate_mlp_init
 from .solvers import SOLVERS
 from .token_mixing import TOKEN_MLPS
@@ -92,10 +93,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def validate_layer_scale(value: float | None) -> None:
-    """``attn_layer_scale``: ``None`` or a number > 0."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not value > 0):
-        raise ValueError(f"attn_layer_scale must be a number > 0 (or None: the model's own), got {value!r}")
+def validate_layer_scale(value: float | str | None) -> None:
+    """``attn_layer_scale``: a number > 0, :data:`~.layer_scale.KEEP` (``"model"``) or ``None`` (not given)."""
+    if value is None or value == KEEP:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"attn_layer_scale must be a number > 0 or {KEEP!r} (the model's own), got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -138,8 +141,9 @@ class ImpulseOptions:
             outweighs image content in each token at init.
         attn_layer_scale: where the model's blocks scale their attention branch (layer scale: DeiT-III, the
             relative-position and rotary ViTs), start that scale at this value instead of the model's own, the
-            MLP branch's left as built (:mod:`.layer_scale`); ``None`` keeps the model's. A model without layer
-            scale refuses a value.
+            MLP branch's left as built (:mod:`.layer_scale`); ``"model"`` keeps the model's own; ``None`` (not
+            given): the default of :data:`~.layer_scale.LAYER_SCALES` where the model's blocks have one, else the
+            model's own. A model without layer scale refuses a number.
         control: ``None`` (the init itself) or ``"normmatched"``: the init's norm-matched control, every tensor it
             wrote redrawn at random at the init's norms (:mod:`.control`), for measuring what its pattern adds.
         mlp_init: ``"default"`` (the blocks' MLPs as built) or ``"mimetic"`` (each block MLP's first layer given a
@@ -159,7 +163,7 @@ class ImpulseOptions:
     shift_order: str | None = None
     qk_frobenius: float | None = None
     position_scale: float | None = None
-    attn_layer_scale: float | None = None
+    attn_layer_scale: float | Literal["model"] | None = None
     control: str | None = None
     mlp_init: str = "default"
 
@@ -227,7 +231,7 @@ class SwinImpulseOptions:
         shift_order: ``"random"`` or ``"centre-first"`` (as the ViT's).
         value_init: ``"default"`` keeps the value/output projections as timm draws them; ``"mimetic"`` gives them
             mimetic init's ``W_v W_proj ~ a Z - b I``.
-        attn_layer_scale: the attention branch's layer scale at init (as the ViT's option); ``None``: as built.
+        attn_layer_scale: the attention branch's layer scale at init (as the ViT's option).
         control: ``None`` or ``"normmatched"`` (as the ViT's option).
         mlp_init: ``"default"`` or ``"mimetic"`` (as the ViT's option).
     """
@@ -238,7 +242,7 @@ class SwinImpulseOptions:
     per_layer: bool = True
     shift_order: str = "random"
     value_init: str = "default"
-    attn_layer_scale: float | None = None
+    attn_layer_scale: float | Literal["model"] | None = None
     control: str | None = None
     mlp_init: str = "default"
 
@@ -307,14 +311,10 @@ _IMPULSE_OPTIONS = {"vit": ImpulseOptions, "swin": SwinImpulseOptions, "mixer": 
 
 
 # The impulse options a family takes by default beyond its options class's own, where the campaign showed them to pay
-# against timm's default under the tie rule (issue 67: docs/campaign.md, "Layer scale"): a layer-scaled ViT's impulse
-# opens its attention branch's layer scale to 1 (measured on DeiT-III, built at 1e-6), a rotary ViT's also writes
-# mimetic value/output (built at 1e-5); the scale only where the model has one (apply_structured_init drops it else).
-# The relative-position ViTs take none: no option paid there.
-FAMILY_IMPULSE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "vit": {"attn_layer_scale": 1.0},
-    "rope": {"value_init": "mimetic", "attn_layer_scale": 1.0},
-}
+# against timm's default under the tie rule (docs/campaign.md, "Layer scale"): a rotary ViT's impulse also writes
+# mimetic value/output. The attention layer scale's default is per block class, not per family
+# (:data:`~.layer_scale.LAYER_SCALES`): opened on the measured DeiT-III and RoPE ViTs only.
+FAMILY_IMPULSE_DEFAULTS: dict[str, dict[str, Any]] = {"rope": {"value_init": "mimetic"}}
 
 
 # What init "auto" writes into each family: the init and options the committed evidence says lead timm's default there
@@ -362,9 +362,10 @@ def init_settings(method: str, options: dict[str, Any], family: str = "vit") -> 
     if method == "impulse":
         fields = _IMPULSE_OPTIONS[family].__dataclass_fields__
         unknown = sorted(set(options) - set(fields))
-        if family != "vit" and unknown:
+        if unknown:
             raise ValueError(
-                f"impulse init of a {family} model takes {', '.join(fields)}; got unknown option(s) {unknown}"
+                f"impulse init of a {family} model: unknown option(s) {', '.join(map(repr, unknown))}; allowed: "
+                f"{', '.join(fields)}"
             )
         settings = asdict(_IMPULSE_OPTIONS[family](**options))
         return {"attention_init": method, **({} if family == "vit" else {"family": family}), **settings}

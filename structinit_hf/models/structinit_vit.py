@@ -22,8 +22,9 @@ from timm.models import (
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
 from torch import nn
 
-from ..init.apply import apply_structured_init
+from ..init.apply import apply_structured_init, init_record
 from ..init.impulse import sincos_2d
+from ..init.layer_scale import KEEP
 from ..init.options import IMPULSE_KWARGS, init_settings
 from .common import (
     NOT_NETWORK_ARGS,
@@ -71,6 +72,8 @@ class StructInitVisionTransformer(InitAgainAfterTransformersRedraws, VisionTrans
         )
         super().__init__(pos_embed="none" if pos_embed == "none" else "learn", weight_init="skip", **kwargs)
         self.attention_init, self._settings = attention_init, settings  # options resolved once, defaults filled in
+        # a layer scale built from the user's init_values is theirs: kept unless attn_layer_scale is also given
+        self._keep_layer_scale = kwargs.get("init_values") is not None and "attn_layer_scale" not in options
         # what rebuilds this network in stock timm (exported checkpoints name a stock architecture with these)
         self.network_args = {
             **{k: v for k, v in kwargs.items() if k not in NOT_NETWORK_ARGS},
@@ -115,10 +118,11 @@ class StructInitVisionTransformer(InitAgainAfterTransformersRedraws, VisionTrans
             self.pos_embed[:, :prefix] = 0
             if self.attention_init != "impulse":  # impulse init writes the code its solve assumes
                 self.pos_embed[:, prefix:] = sincos_2d(self.patch_embed.grid_size, self.embed_dim)
-        # an attn_layer_scale left at None takes the family's default (opened where the model has layer scale)
         options = {k: v for k, v in self._settings.items() if k != "attention_init" and v is not None}
+        if self._keep_layer_scale and self.attention_init == "impulse":
+            options["attn_layer_scale"] = KEEP
         apply_structured_init(self, self.attention_init, **options)
-        self.structinit_settings = {**self._settings, **getattr(self, "structinit_defaults", {})}
+        self.structinit_settings = {**self._settings, **init_record(self)}
         if getattr(self, "structinit_shifts", None) is not None:  # the impulse each head started from
             self.structinit_settings["shifts"] = self.structinit_shifts
         if (mode or self.weight_init_mode) not in ("", None):

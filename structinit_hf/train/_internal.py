@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .data.splits import VALIDATION_SPLITS, load_image_classification, stratified_split
     from .data.tensor_data import training_datasets
     from .models.evaluation import library_versions, load_images, numerics
-    from .models.kwargs import check_model_kwargs
+    from .models.kwargs import check_model_kwargs, user_init_options
     from .models.loading import load_model, model_data_config
     from .publish.hub import ATTENTION_IMAGE, CARD_FILE, stage_repo_folder
     from .settings import SAMPLE_DATASETS, dataset_source, flag_of
@@ -54,6 +54,7 @@ _HOMES = {
     "load_images": "models.evaluation",
     "numerics": "models.evaluation",
     "check_model_kwargs": "models.kwargs",
+    "user_init_options": "models.kwargs",
     "load_model": "models.loading",
     "model_data_config": "models.loading",
     "ATTENTION_IMAGE": "publish.hub",
@@ -114,6 +115,7 @@ __all__ = [
     "train_dataloader",
     "training_datasets",
     "usable_cpus",
+    "user_init_options",
 ]
 
 

@@ -19,7 +19,8 @@ import timm
 from timm.models import is_model_in_modules
 from torch import nn
 
-from ...init.apply import apply_structured_init
+from ...init.apply import apply_structured_init, init_record
+from ...init.layer_scale import KEEP
 from ...init.options import (
     FAMILIES,
     IMPULSE_KWARGS,
@@ -32,7 +33,7 @@ from ...models.common import StructuredInitMixin
 from ...models.structinit_vit import StructInitVisionTransformer
 from ..cli.errors import UsageError, check_kwarg_types, did_you_mean
 
-__all__ = ["check_model_kwargs", "create_timm_model", "unknown_keyword"]
+__all__ = ["check_model_kwargs", "create_timm_model", "unknown_keyword", "user_init_options"]
 
 
 def _network_class(model: str) -> type | None:
@@ -116,6 +117,11 @@ def check_model_kwargs(model_kwargs: dict[str, Any], model: str) -> None:
     dropped = [name for name, value in model_kwargs.items() if value is None]
     if dropped and timm.is_model(model):
         name = dropped[0]
+        if name == "attn_layer_scale":
+            raise UsageError(
+                f"--model-kwargs attn_layer_scale=None: None is no value here; attn_layer_scale={KEEP} keeps "
+                f"{model}'s own layer scale, a number > 0 sets it, leaving it out takes the impulse's default"
+            )
         raise UsageError(
             f"--model-kwargs {name}=None: timm.create_model drops a keyword whose value is None, so {model} would be "
             f"built with its own {name}; leave {name} out for that, or give it a value"
@@ -147,15 +153,23 @@ def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
         raise refusal from error
     if init is not None:
         method, options = init
-        apply_structured_init(model, method, **options)
+        apply_structured_init(model, method, **user_init_options(method, options, kwargs))
         auto = getattr(model, "structinit_auto", None)
         if auto is not None:  # init "auto": the init it chose is the run's, named as chosen by it
             method, options = auto["method"], {**auto["options"], "chosen_by": "auto"}
-        shifts, defaults = getattr(model, "structinit_shifts", None), getattr(model, "structinit_defaults", {})
+        shifts = getattr(model, "structinit_shifts", None)
         model.structinit_settings = {
-            "attention_init": method, **defaults, **options, **({"shifts": shifts} if shifts else {})
+            "attention_init": method, **options, **init_record(model), **({"shifts": shifts} if shifts else {})
         }  # fmt: skip
     return model
+
+
+def user_init_options(method: str, options: dict[str, Any], model_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The options ``apply_structured_init`` takes for init ``method`` with ``options`` on a model built with
+    ``model_kwargs``: a layer scale built from the ``init_values`` given is the user's, kept (``attn_layer_scale=
+    "model"``) unless ``attn_layer_scale`` is also given."""
+    keep = method == "impulse" and model_kwargs.get("init_values") is not None
+    return {"attn_layer_scale": KEEP, **options} if keep else dict(options)
 
 
 # what timm.create_model takes besides the network's keywords: not the user's to have got wrong

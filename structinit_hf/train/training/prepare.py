@@ -29,6 +29,7 @@ from timm.utils import ModelEmaV3
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from ...init.apply import said_changes
 from ...init.common import unfuse_attention
 from ..cli.errors import UsageError
 from ..cli.settings_checks import check_run_args
@@ -172,14 +173,20 @@ class Run:
 
 
 def build_model(model: ModelSettings, label_names: list[str]) -> LoadedModel:
-    """``--model`` with a head for ``label_names`` (an unknown keyword is a user error naming the nearest)."""
-    return load_model(
-        model.model,
-        num_classes=len(label_names),
-        label_names=label_names,
-        model_kwargs=model.model_kwargs,
-        trust_remote_code=model.trust_remote_code,
-    )
+    """``--model`` with a head for ``label_names`` (an unknown keyword is a user error naming the nearest); what its
+    init changed beyond the attention (a layer scale, value/output by a family default) is one line of the run's log,
+    printed by the main process."""
+    with said_changes() as said:
+        loaded = load_model(
+            model.model,
+            num_classes=len(label_names),
+            label_names=label_names,
+            model_kwargs=model.model_kwargs,
+            trust_remote_code=model.trust_remote_code,
+        )
+    for line in said:
+        PartialState().print(line)
+    return loaded
 
 
 def steps_per_epoch(recipe: Recipe, train_rows: int) -> int:
