@@ -92,12 +92,12 @@ def test_a_family_at_the_paper_geometry_takes_the_init_and_loads_in_stock_timm(n
     from safetensors.torch import save_file
     from without_package import run_without_package
 
-    from structinit_hf.train.models.export import save_timm_folder
+    from structinit_hf.models.timm_wrapper import save_checkpoint
 
     torch.manual_seed(0)
     model = apply_structured_init(timm.create_model(name, **PAPER_GEOMETRY), "impulse")
     assert len(model.structinit_check) == 12 and attention_layer_scale(model) is not None
-    save_timm_folder(model, tmp_path / "run", [str(i) for i in range(10)])
+    save_checkpoint(model, tmp_path / "run", label_names=[str(i) for i in range(10)])
     pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         save_file({"pixels": pixels, "logits": model.eval()(pixels)}, tmp_path / "io.safetensors")

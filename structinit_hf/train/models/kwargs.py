@@ -19,7 +19,7 @@ import timm
 from timm.models import is_model_in_modules
 from torch import nn
 
-from ...init.apply import apply_structured_init
+from ...init.apply import apply_structured_init, init_family
 from ...init.options import (
     FAMILIES,
     IMPULSE_KWARGS,
@@ -27,12 +27,13 @@ from ...init.options import (
     MixerImpulseOptions,
     SwinImpulseOptions,
     family_options,
+    init_settings,
 )
 from ...models.common import StructuredInitMixin
 from ...models.structinit_vit import StructInitVisionTransformer
 from ..cli.errors import UsageError, check_kwarg_types, did_you_mean
 
-__all__ = ["check_model_kwargs", "create_timm_model", "unknown_keyword"]
+__all__ = ["check_model_kwargs", "create_timm_model", "init_record", "unknown_keyword"]
 
 
 def _network_class(model: str) -> type | None:
@@ -148,11 +149,22 @@ def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
     if init is not None:
         method, options = init
         apply_structured_init(model, method, **options)
-        shifts, defaults = getattr(model, "structinit_shifts", None), getattr(model, "structinit_defaults", {})
-        model.structinit_settings = {
-            "attention_init": method, **defaults, **options, **({"shifts": shifts} if shifts else {})
-        }  # fmt: skip
+        model.structinit_settings = init_record(model, method, options)
     return model
+
+
+def init_record(model: nn.Module, method: str, options: dict[str, Any]) -> dict[str, Any]:
+    """What ``apply_structured_init(model, method, **options)`` ran, as this package's names record theirs: every
+    setting with its default filled in, those the family's defaults chose (``structinit_defaults``), the shifts."""
+    family, _ = init_family(model)
+    defaults = dict(getattr(model, "structinit_defaults", None) or {})
+    record = init_settings(method, {**defaults, **options}, family if method != "default" else "vit")
+    shifts = getattr(model, "structinit_shifts", None)
+    return {
+        **record,
+        **({"structinit_defaults": defaults} if defaults else {}),
+        **({"shifts": shifts} if shifts else {}),
+    }
 
 
 # what timm.create_model takes besides the network's keywords: not the user's to have got wrong
