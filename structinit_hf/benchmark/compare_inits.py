@@ -184,7 +184,10 @@ def _check(settings: CompareSettings) -> CompareSettings:
     if settings.mixed_precision not in PRECISIONS:
         raise UsageError(f"--mixed-precision {settings.mixed_precision}: not one of {', '.join(PRECISIONS)}")
     if settings.lr is not None and not 0 < settings.lr < 1:
-        raise UsageError(f"--lr {settings.lr:g}: out of range; allowed: a number between 0 and 1")
+        raise UsageError(
+            f"--lr {settings.lr:g}: out of range; allowed: a number between 0 and 1 (compare trains with AdamW, where "
+            "a peak lr of 1 or more diverges; train takes any lr > 0, for optimizers such as --opt sgd or lars)"
+        )
     recipe = {flag: getattr(settings, flag) for flag in RECIPE_FLAGS if getattr(settings, flag) is not None}
     check_run_args(TrainingSettings().with_flags(**recipe), num_processes=1)  # as each run would, before any output
     for model in dict.fromkeys([settings.model] if settings.model is not None else [ALL_ARMS[a].model for a in arms]):
@@ -363,7 +366,7 @@ def compare(settings: CompareSettings) -> CompareResult:
                     (run_dir / RUN_LOG).open("a") as log,
                     contextlib.redirect_stdout(log),
                     contextlib.redirect_stderr(log),
-                ):  # resume="latest": a run cut short continues from its last checkpoint, bit for bit
+                ):  # resume="auto": a run cut short continues from its last checkpoint, bit for bit
                     run(planned[run_dir], on_epoch=lambda record: progress.update(1))
     except BaseException as error:
         _drop_untouched(out_dir)

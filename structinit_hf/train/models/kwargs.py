@@ -9,6 +9,7 @@ an unknown keyword, one the variant's entrypoint sets itself, any value the netw
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 import sys
@@ -84,9 +85,34 @@ def unknown_keyword(source: str, error: TypeError) -> UsageError | None:
     if not allowed:
         return None
     name = unknown.group(1)
+    hint = ""
+    if name in _init_options() and "attention_init" not in allowed:  # timm's own network: the init is asked for
+        hint = f"{name} is an init option: add attention_init=impulse (or mimetic) to run that init on {source}; "
     return UsageError(
-        f"unknown model keyword {name!r} for {source}{did_you_mean(name, allowed)}; "
+        f"unknown model keyword {name!r} for {source}{did_you_mean(name, allowed)}; {hint}"
         f"{source} takes: {', '.join(allowed)}"
+    )
+
+
+def _init_options() -> set[str]:
+    """Every init option of every family (``kernel_size``, ``seed``, ``value_init`` ...)."""
+    return {name for family in FAMILIES for name in family_options(family)}
+
+
+def _init_clash(source: str, kwargs: dict[str, Any], error: Exception) -> UsageError | None:
+    """The line for ``attention_init`` asking one of this package's names for another init than the one it is
+    registered with (its own options then fail that init's check): the names that have it, or timm's own."""
+    method = kwargs.get("attention_init")
+    if method is None or "init method" not in str(error) or not is_model_in_modules(source, SELF_INITIALIZING_MODULES):
+        return None
+    module = next(name for name in SELF_INITIALIZING_MODULES if is_model_in_modules(source, [name]))
+    others = [name for name in timm.list_models(module=module) if method in name] if method != "default" else []
+    nearest = difflib.get_close_matches(source, others, n=1, cutoff=0)
+    alternative = f"train {nearest[0]}, or " if nearest else "train "
+    own = next((init for init in ("impulse", "mimetic") if init in source), "timm's default")  # the names say it
+    return UsageError(
+        f"--model-kwargs attention_init={method!r}: {source} is registered with {own} init and its options, which "
+        f"{method} init does not take; for {method} init {alternative}a stock timm name with attention_init={method}"
     )
 
 
@@ -188,6 +214,9 @@ def _build_refusal(source: str, kwargs: dict[str, Any], error: Exception) -> Usa
                 f"{name}); leave {name} out, or pick a variant with the {name} you want "
                 f"(timm.list_models({source.split('_')[0] + '*'!r}))"
             )
+    clash = _init_clash(source, kwargs, error)
+    if clash is not None:
+        return clash
     given = {name: value for name, value in kwargs.items() if name not in _LOADING_KEYWORDS}
     if not given:
         return None
@@ -203,5 +232,5 @@ def _pop_init(source: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]
         return None
     if is_model_in_modules(source, SELF_INITIALIZING_MODULES):
         return None
-    names = {name for family in FAMILIES for name in family_options(family)}
+    names = _init_options()
     return kwargs.pop("attention_init"), {name: kwargs.pop(name) for name in list(kwargs) if name in names}
