@@ -142,8 +142,12 @@ def test_a_stock_rotary_vit_records_the_defaults_it_took():
     from structinit_hf.train._internal import load_model
 
     loaded = load_model("vit_small_patch16_rope_224", num_classes=3, model_kwargs={**TINY, "attention_init": "impulse"})
-    settings = {key: value for key, value in loaded.init.items() if key != "shifts"}
-    assert settings == {"attention_init": "impulse", "value_init": "mimetic", "attn_layer_scale": 1.0}
+    defaults = {"value_init": "mimetic", "attn_layer_scale": 1.0}
+    assert loaded.init["structinit_defaults"] == defaults and loaded.init["shifts"]
+    assert {key: loaded.init[key] for key in ("attention_init", "family", *defaults)} == {
+        "attention_init": "impulse", "family": "rope", **defaults
+    }  # fmt: skip
+    assert loaded.init["kernel_size"] == 3  # every setting, defaults filled in, as the registered names record
 
 
 def test_a_layer_scaled_vit_opens_its_attention_scale_by_default_and_a_plain_one_is_unchanged():
