@@ -62,6 +62,11 @@ def __getattr__(name: str):
     return getattr(import_module(f".{_LAZY[name]}", __name__), name)
 
 
+def __dir__() -> list[str]:
+    """The module's names and the lazy ones (``dir()`` and tab completion list them before their first use)."""
+    return sorted({*globals(), *_LAZY})
+
+
 class _RegisterWithTransformers(importlib.abc.MetaPathFinder):
     """Registers :mod:`.models.timm_wrapper` (``model_type`` ``structinit_vit``) right after ``transformers`` is first
     imported, so a folder of that type loads whether this package or transformers was imported first. Finds nothing

@@ -1,4 +1,4 @@
-"""What a preemption costs a `train` run: a signal at a random moment, then the same command with `--resume latest`;
+"""What a preemption costs a `train` run: a signal at a random moment, then the same command with `--resume auto`;
 per-epoch checkpoints against step and minute checkpoints, a graceful stop (SIGTERM) against a hard one (SIGKILL: a
 grace period that ran out, an OOM kill, a lost node).
 
@@ -34,7 +34,7 @@ TRAIN = [
     sys.executable, "-m", "structinit_hf", "train", "--model", "vit_tiny_impulse3", "--model-kwargs", "depth=8",
     "img_size=16", "patch_size=2", "embed_dim=48", "--dataset", "cifar10-sample", "--max-train-samples", "2048",
     "--batch-size", "64", "--epochs", "3", "--warmup-epochs", "1", "--aa", "none", "--val-split", "0.1",
-    "--max-eval-samples", "200", "--keep-checkpoints", "2", "--resume", "latest",
+    "--max-eval-samples", "200", "--keep-checkpoints", "2", "--resume", "auto",
 ]  # fmt: skip
 
 POLICIES = {

@@ -66,8 +66,8 @@ def check_finished_runs(planned: Iterable[tuple[TrainingSettings, Path]]) -> Non
 
 def resumed_seconds(run_dir: Path) -> float:
     """The time cut-short attempts of a run spent on the epochs it keeps: the training clock of the checkpoint that
-    ``--resume latest`` continues from (0.0 for a fresh start). A run's time is this plus its last attempt's."""
-    checkpoint = find_checkpoint(run_dir, "latest")
+    ``--resume auto`` continues from (0.0 for a fresh start). A run's time is this plus its last attempt's."""
+    checkpoint = find_checkpoint(run_dir, "auto")
     try:
         return float(read_trainer_state(checkpoint)["wall_time_s"]) if checkpoint else 0.0
     except (UsageError, KeyError):  # train.py names what is wrong with the checkpoint when it resumes
@@ -105,7 +105,7 @@ def train_one(settings: TrainingSettings, threads: int) -> tuple[int, float]:
     """Train one run in a process of its own (its own memory, its own thread count; multiprocessing's spawn, so a
     fresh interpreter), calling :func:`structinit_hf.train.run`; log to ``<run folder>/train.log``.
 
-    The settings resume (``resume="latest"``): a run cut short continues from its newest complete checkpoint, or
+    The settings resume (``resume="auto"``): a run cut short continues from its newest complete checkpoint, or
     starts clean when there is none (whatever a kill left behind), so the benchmark keeps no recovery logic of its
     own. The time recorded in ``RUN_TIMING`` is the whole run's: the earlier attempts' (:func:`resumed_seconds`) and
     this. Returns the process's exit code and the seconds it took.

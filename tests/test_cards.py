@@ -212,17 +212,53 @@ def test_read_results_names_the_bad_field(run, tmp_path, field, value, message):
 
 
 def test_each_model_family_has_its_template(run):
-    assert model_family("vit_tiny_impulse3.cifar10") == "vit"
     assert model_family("convit_tiny_patch2_32") == "convit"
-    with pytest.raises(ValueError, match="resnet50"):
-        model_family("resnet50")
+    for name in ("vit_tiny_impulse3.cifar10", "deit3_small_patch16_224", "swin_tiny_patch4_window7_224", "resnet50"):
+        assert model_family(name) == "timm"  # any timm architecture has a card
     results = read_results(run / "results.json")
     results.update(model="convit_tiny_patch2_32", init={})
     config = {"architecture": "convit_tiny", "model_args": {}, "pretrained_cfg": {"input_size": [3, 32, 32]}}
     card = build_model_card(results, config, "my-org/convit_tiny_patch2_32.cifar10", num_params=10**6)
     assert "timm's ConViT" in card.text and "gated positional self-attention" in card.text
     assert "stock timm loads it" not in card.text  # only said of the plain-ViT family
-    assert {p.name for p in TEMPLATE_DIR.glob("*.md.j2")} >= {"vit.md.j2", "convit.md.j2", "_citation.md.j2"}
+    assert {p.name for p in TEMPLATE_DIR.glob("*.md.j2")} >= {"timm.md.j2", "convit.md.j2", "_citation.md.j2"}
+
+
+def test_a_card_names_the_network_its_geometry_and_the_name_it_loads_as(run):
+    """Catches a width-48 run's card naming vit_base_patch16_224 as its architecture (the stock name it is saved
+    under), and a stock timm name called "registered in structinit-hf"."""
+    results = read_results(run / "results.json")
+    config = json.loads((run / "final" / "config.json").read_text())
+    narrow = timm.create_model("vit_tiny_impulse3", **TINY, embed_dim=48)  # no stock name for width 48
+    config.update(architecture=narrow.stock_architecture, model_args=narrow.network_args)
+    assert config["architecture"] == "vit_base_patch16_224"
+    text = build_model_card(results, config, REPO_ID, num_params=10**6).text
+    assert "- **Architecture:** timm `VisionTransformer`, width 48, depth 1, 3 heads, patch 4 x 4 on 16 x 16 px" in text
+    assert "- **Loads as:** timm `vit_base_patch16_224` with " in text and "`embed_dim=48`" in text
+    assert "- **Registered as:** `vit_tiny_impulse3`" in text
+    results["model"] = "vit_tiny_patch16_224"
+    assert "Registered as" not in build_model_card(results, config, REPO_ID, num_params=10**6).text
+
+
+@pytest.mark.parametrize(
+    ("record", "said"),
+    [
+        (
+            {"attn_layer_scale": 1.0, "structinit_defaults": {"attn_layer_scale": 1.0}},
+            "at 1 (`attn_layer_scale`, the family's default)",
+        ),
+        ({"attention_layer_scale": {"before": 1e-06, "after": 1.0}}, "from 1e-06 (as built) to 1 (`attn_layer_scale`)"),
+        ({"attn_layer_scale": 0.1}, "at 0.1 (`attn_layer_scale`)"),
+    ],
+)
+def test_a_card_says_what_the_init_did_to_the_layer_scale(run, record, said):
+    """Catches a card silent on an attention layer scale the init opened (read from the run's init record)."""
+    results = read_results(run / "results.json")
+    config = json.loads((run / "final" / "config.json").read_text())
+    assert "layer scale" not in build_model_card(results, config, REPO_ID, num_params=10**6).text
+    results["init"] = {**results["init"], **record}
+    text = build_model_card(results, config, REPO_ID, num_params=10**6).text
+    assert f"The attention branch's layer scale started {said}" in text
 
 
 def _child_card(fine_tuned_from: dict, tmp_path: Path) -> ModelCard:

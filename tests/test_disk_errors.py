@@ -87,7 +87,7 @@ def test_a_refused_write_is_one_line_leaves_no_half_file_and_the_next_run_resume
 
     dataset = synthetic_dataset(tmp_path / "data")
     out = tmp_path / "run"
-    command = synthetic_args(dataset, out, "--epochs", "2", "--keep-checkpoints", "2", "--resume", "latest")
+    command = synthetic_args(dataset, out, "--epochs", "2", "--keep-checkpoints", "2", "--resume", "auto")
     inject(monkeypatch, error)
     if isinstance(error, RuntimeError):  # the disk is full: the probe written beside the checkpoint is refused too
         monkeypatch.setattr(atomic.os, "fsync", lambda handle: (_ for _ in ()).throw(_refused(errno.ENOSPC)))

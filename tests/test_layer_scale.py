@@ -109,12 +109,12 @@ def test_a_family_at_the_paper_geometry_takes_the_init_and_loads_in_stock_timm(n
     from safetensors.torch import save_file
     from without_package import run_without_package
 
-    from structinit_hf.train.models.export import save_timm_folder
+    from structinit_hf.models.timm_wrapper import save_checkpoint
 
     torch.manual_seed(0)
     model = apply_structured_init(timm.create_model(name, **PAPER_GEOMETRY), "impulse")
     assert len(model.structinit_check) == 12 and attention_layer_scale(model) is not None
-    save_timm_folder(model, tmp_path / "run", [str(i) for i in range(10)])
+    save_checkpoint(model, tmp_path / "run", label_names=[str(i) for i in range(10)])
     pixels = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         save_file({"pixels": pixels, "logits": model.eval()(pixels)}, tmp_path / "io.safetensors")
@@ -182,11 +182,9 @@ def test_a_stock_rotary_vit_records_the_defaults_it_took():
     from structinit_hf.train._internal import load_model
 
     loaded = load_model("vit_small_patch16_rope_224", num_classes=3, model_kwargs={**TINY, "attention_init": "impulse"})
-    settings = {key: value for key, value in loaded.init.items() if key != "shifts"}
-    assert settings == {
-        "attention_init": "impulse", "value_init": "mimetic", "attn_layer_scale": 1.0,
-        "attn_layer_scale_source": "family default",
-    }  # fmt: skip
+    expected = {"attention_init": "impulse", "family": "rope", "kernel_size": 3, "value_init": "mimetic",
+                "attn_layer_scale": 1.0, "attn_layer_scale_source": "family default"}  # fmt: skip
+    assert {key: loaded.init[key] for key in expected} == expected and loaded.init["shifts"]
 
 
 def test_a_layer_scaled_vit_opens_its_attention_scale_by_default_and_a_plain_one_is_unchanged():

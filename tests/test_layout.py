@@ -139,4 +139,4 @@ def test_train_keeps_only_its_faces_at_the_top_and_the_rest_in_role_folders():
     assert top == TRAIN_TOP
     assert folders == TRAIN_FOLDERS
     assert all((train / folder / "__init__.py").is_file() for folder in folders)
-    assert (train / "publish" / "card_templates" / "vit.md.j2").is_file()  # the cards' templates, with their reader
+    assert (train / "publish" / "card_templates" / "timm.md.j2").is_file()  # the cards' templates, with their reader

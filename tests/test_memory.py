@@ -91,7 +91,7 @@ def test_a_run_fits_its_micro_batch_to_the_memory_and_resumes_with_it(tmp_path, 
     assert line["step"] == 4 and line["images_seen"] == 32
 
     monkeypatch.undo()  # more memory now: the resumed run keeps the accumulation it started with
-    resumed = run(synthetic_args(dataset, tmp_path / "fitted", "--epochs", "1", "--resume", "latest"))
+    resumed = run(synthetic_args(dataset, tmp_path / "fitted", "--epochs", "1", "--resume", "auto"))
     assert (resumed["micro_batch"], resumed["grad_accum"]) == (4, 2)
 
 

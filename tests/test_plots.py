@@ -25,7 +25,6 @@ from structinit_hf.benchmark.plots import (
     plot_nonlocality,
 )
 from structinit_hf.models.timm_wrapper import save_checkpoint
-from structinit_hf.train.models.export import save_timm_folder
 
 TINY = {"img_size": 16, "patch_size": 4}
 
@@ -134,7 +133,8 @@ def test_pictures_at_init_and_from_checkpoints_on_cifar10(cifar10_sample, tmp_pa
     convit_kwargs = {**TINY, "depth": 2, "local_up_to_layer": 1}
     impulse = save_checkpoint(timm.create_model("vit_tiny_impulse3", **vit_kwargs), tmp_path / "impulse")
     convit = tmp_path / "convit" / "final"  # a run folder: its final/ checkpoint is used
-    save_timm_folder(timm.create_model("convit_tiny_patch2_32", **convit_kwargs), convit, [str(i) for i in range(10)])
+    labels = [str(i) for i in range(10)]
+    save_checkpoint(timm.create_model("convit_tiny_patch2_32", **convit_kwargs), convit, label_names=labels)
 
     written = draw_attention_pictures(
         tmp_path / "out",

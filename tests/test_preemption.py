@@ -38,7 +38,7 @@ def reference(tmp_path_factory) -> tuple[Path, Path]:
 
 def _command(dataset: Path, output_dir: Path, *extra: str) -> list[str]:
     """The epoch-level resume test's run: loader workers, mixup and drop-path, 3 epochs of 4 steps."""
-    argv = synthetic_args(dataset, output_dir, "--workers", "2", "--mixup", "0.8", "--resume", "latest", *extra)
+    argv = synthetic_args(dataset, output_dir, "--workers", "2", "--mixup", "0.8", "--resume", "auto", *extra)
     argv[argv.index("depth=1")] = "depth=2"  # drop-path 0 and 0.1 (timm's rates rise from 0 over the blocks)
     return [*argv[:7], "drop_path_rate=0.1", *argv[7:]]
 
@@ -194,8 +194,13 @@ def test_a_resume_takes_the_flags_not_given_from_its_checkpoint_and_checks_those
     ):
         with pytest.raises(UsageError, match=re.escape(f"the run was started with {refused};")):
             ResumePoint(checkpoint, state).check_same_flags(resumed(*flags).flags(grad_accum=2))
-    fresh = training_parser().parse_args(["--output-dir", str(tmp_path / "new"), "--resume", "latest"])
+    fresh = training_parser().parse_args(["--output-dir", str(tmp_path / "new"), "--resume", "auto"])
     assert with_recorded_flags(settings_from_args(fresh), fresh.flags_given) == settings_from_args(fresh)
+    typo = training_parser().parse_args(["--output-dir", str(tmp_path / "new"), "--resume", "latest"])
+    with pytest.raises(
+        UsageError, match="holds no checkpoint to resume from; check --output-dir, or pass --resume auto"
+    ):
+        with_recorded_flags(settings_from_args(typo), typo.flags_given)
 
 
 @pytest.mark.slow

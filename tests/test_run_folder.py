@@ -43,7 +43,7 @@ def test_a_kill_at_any_instant_then_the_same_command_continues_to_the_same_weigh
     run(synthetic_args(dataset, reference))
 
     out = tmp_path / "killed"
-    command = synthetic_args(dataset, out, "--resume", "latest")
+    command = synthetic_args(dataset, out, "--resume", "auto")
     run_killed_at("checkpoint-write", command)  # before the first checkpoint: epoch 1 logged, its save half done
     assert [p.name for p in (out / "checkpoints").iterdir()] == [".epoch_0001.tmp"]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 1
@@ -83,7 +83,7 @@ def test_a_run_with_loader_workers_and_mixup_resumes_to_the_same_weights(tmp_pat
     dataset = synthetic_dataset(tmp_path / "data")
 
     def command(output_dir: Path) -> list[str]:
-        argv = synthetic_args(dataset, output_dir, "--workers", "2", "--mixup", "0.8", "--resume", "latest")
+        argv = synthetic_args(dataset, output_dir, "--workers", "2", "--mixup", "0.8", "--resume", "auto")
         argv[argv.index("depth=1")] = "depth=2"  # drop-path 0 and 0.1 (timm's rates rise from 0 over the blocks)
         return [*argv[:7], "drop_path_rate=0.1", *argv[7:]]  # the tiny model's kwargs and drop-path
 
@@ -107,7 +107,7 @@ def test_resume_refuses_changed_settings_and_accepts_harmless_ones(tmp_path) -> 
     dataset = synthetic_dataset(tmp_path / "data")
     out = tmp_path / "run"
     run(synthetic_args(dataset, out, "--epochs", "1"))
-    changed = synthetic_args(dataset, out, "--resume", "latest", "--epochs", "3", "--batch-size", "16", "--lr", "0.01")
+    changed = synthetic_args(dataset, out, "--resume", "auto", "--epochs", "3", "--batch-size", "16", "--lr", "0.01")
     with pytest.raises(ValueError, match="started with") as refused:
         run(changed)
     message = str(refused.value)
@@ -115,7 +115,7 @@ def test_resume_refuses_changed_settings_and_accepts_harmless_ones(tmp_path) -> 
         "--batch-size 8 (now 16)" in message and "--epochs 1 (now 3)" in message and "--lr 0.001 (now 0.01)" in message
     )
     assert "another --output-dir" in message and "model" not in message.split("started with")[1].split(";")[0]
-    harmless = ("--resume", "latest", "--epochs", "1", "--workers", "1", "--report-to", "tensorboard")
+    harmless = ("--resume", "auto", "--epochs", "1", "--workers", "1", "--report-to", "tensorboard")
     record = run(synthetic_args(dataset, out, *harmless, "--eval-batch-size", "3", "--no-compile"))
     assert record["epochs"] == 1
 
@@ -135,7 +135,7 @@ def test_resume_refuses_a_checkpoint_whose_weights_do_not_fit_the_model(tmp_path
 
     monkeypatch.setattr(run_setup, "load_model", wider)
     with pytest.raises(ValueError, match=r"do not fit the model built now .*mlp\.fc1\.bias \(192,\) -> \(96,\)"):
-        run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))
+        run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "auto"))
 
 
 def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_block(tmp_path) -> None:
@@ -145,7 +145,7 @@ def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_bloc
     out = tmp_path / "run"
     held = acquire_run_lock(out)  # a live run (this process) holds the folder
     try:
-        for resume in ([], ["--resume", "latest"]):
+        for resume in ([], ["--resume", "auto"]):
             with pytest.raises(UsageError, match=rf"in use by a live training run, pid {os.getpid()} .*kill <pid>"):
                 run(synthetic_args(dataset, out, "--epochs", "1", *resume))
     finally:
@@ -159,7 +159,7 @@ def test_a_run_folder_belongs_to_one_live_run_and_a_dead_runs_lock_does_not_bloc
     status, output = run_forked(code + "os.kill(os.getpid(), signal.SIGKILL)", [])
     assert status == -signal.SIGKILL, output[-3000:]
     dead = json.loads((out / LOCK_FILE).read_text())["pid"]
-    record = run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))  # the dead lock is taken over
+    record = run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "auto"))  # the dead lock is taken over
     assert record["epochs"] == 1 and dead != os.getpid() and not (out / LOCK_FILE).exists()
 
 
@@ -219,7 +219,7 @@ def test_a_training_child_left_by_a_killed_accelerate_launch_is_detected_not_rac
     launch = [
         sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "1", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no", str(wrapper),
-        *synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"),
+        *synthetic_args(dataset, out, "--epochs", "1", "--resume", "auto"),
     ]  # fmt: skip
     env = script_env(KILL_AT="pause", PAUSED_FILE=str(paused), TRAIN_SCRIPT=str(REPO / "scripts" / "train.py"))
     launcher = subprocess.Popen(launch, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -236,11 +236,11 @@ def test_a_training_child_left_by_a_killed_accelerate_launch_is_detected_not_rac
         launcher.wait()
         os.kill(child, 0)  # the child outlived its launcher
         with pytest.raises(UsageError, match=rf"in use by a live training run, pid {child} "):
-            run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))
+            run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "auto"))
     finally:
         launcher.kill()
         if child is not None:
             os.kill(child, signal.SIGKILL)
     _wait_for_lock_release(out / LOCK_FILE)
-    record = run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "latest"))
+    record = run(synthetic_args(dataset, out, "--epochs", "1", "--resume", "auto"))
     assert record["epochs"] == 1 and (out / "final" / "model.safetensors").is_file()

@@ -104,7 +104,7 @@ def test_runs_of_one_seed_differ_only_in_the_model() -> None:
 
     assert len({json.dumps(shared(settings)) for settings in planned.values()}) == 1
     first = planned["default"]
-    assert first.run.seed == 1 and first.run.resume == "latest"
+    assert first.run.seed == 1 and first.run.resume == "auto"
     assert first.data.dataset == "cifar10-small" and spec.local  # under --data-root
     assert planned["kaiming"].model.model_kwargs["weight_init"] == "reset"
     assert "weight_init" not in first.model.model_kwargs
@@ -297,8 +297,8 @@ def _no_spawn(monkeypatch) -> list:
     return _FinishedProcess.started
 
 
-def test_every_run_is_started_with_resume_latest(tmp_path, monkeypatch) -> None:
-    """Catches the benchmark deleting a cut run's files itself or starting it without resume="latest" (training
+def test_every_run_is_started_with_resume_auto(tmp_path, monkeypatch) -> None:
+    """Catches the benchmark deleting a cut run's files itself or starting it without resume="auto" (training
     owns recovery: it resumes from the newest complete checkpoint or starts clean), or a finished run keeping them."""
     started = _no_spawn(monkeypatch)
     cut = tmp_path / "cut"
@@ -306,7 +306,7 @@ def test_every_run_is_started_with_resume_latest(tmp_path, monkeypatch) -> None:
     (cut / "metrics.jsonl").write_text('{"epoch": 1}\n')
     settings = run_settings(tiny_profile(), ARMS["default"], 0, tiny_profile().datasets["c10"], cut)
     benchmark_runs.train_one(settings, threads=1)
-    assert started[0][0] == settings and settings.run.resume == "latest" and started[0][2] == 1
+    assert started[0][0] == settings and settings.run.resume == "auto" and started[0][2] == 1
     assert (cut / "metrics.jsonl").exists()  # left to training, which trims it to its checkpoint
     assert not (cut / "checkpoints").exists()  # finished: final/ holds the model
     assert "$ structinit_hf.train.run(" in (cut / "train.log").read_text()
@@ -316,7 +316,7 @@ def test_a_resumed_run_records_the_time_of_its_earlier_attempts(tmp_path, monkey
     """Catches a resumed run recording only its last attempt's time (the campaign plans from these times)."""
     _no_spawn(monkeypatch)
     cut = tmp_path / "cut"
-    for epoch, seconds in ((1, 100.0), (2, 250.5)):  # the newer checkpoint is the one --resume latest continues
+    for epoch, seconds in ((1, 100.0), (2, 250.5)):  # the newer checkpoint is the one --resume auto continues
         (cut / "checkpoints" / f"epoch_000{epoch}").mkdir(parents=True)
         (cut / "checkpoints" / f"epoch_000{epoch}" / "trainer_state.json").write_text(
             json.dumps({"epoch": epoch, "wall_time_s": seconds})

@@ -63,7 +63,10 @@ def test_each_arm_trains_the_stock_model_with_its_init(family, tmp_path):
         assert masses == pytest.approx([block["target_mass"] for block in plain.structinit_check], rel=0.05)
 
     _, mimetic = _build(name, "model-mimetic", tmp_path)
-    assert mimetic.structinit_settings == {"attention_init": "mimetic", "attn_layer_scale_source": "model's own"}
+    assert mimetic.structinit_settings == {
+        "attention_init": "mimetic", "seed": 0, "mlp_init": "default", "control": None,
+        "attn_layer_scale_source": "model's own",
+    }  # fmt: skip
     qkv = "blocks.0.attn.qkv.weight"
     assert not torch.equal(mimetic.state_dict()[qkv], default.state_dict()[qkv])  # the same draw, then rewritten
 

@@ -51,7 +51,7 @@ def _damaged(paths: SimpleNamespace, out: Path, name: str) -> list[str]:
         damaged.write_text('{"epoch": 2, "step":')
     else:
         damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
-    return synthetic_args(paths.dataset, out, "--epochs", "2", "--keep-checkpoints", "2", "--resume", "latest")
+    return synthetic_args(paths.dataset, out, "--epochs", "2", "--keep-checkpoints", "2", "--resume", "auto")
 
 
 def _train(*extra: str):

@@ -152,6 +152,9 @@ def _family_arm_lists(arms_of) -> str:
     return "; ".join(f"{family}: {' '.join(arms_of(family))}" for family in FAMILIES)
 
 
+_LR_WHY = "compare trains with AdamW, where 1 or more diverges; train takes any lr > 0, for --opt sgd or lars"
+
+
 def _check(settings: CompareSettings) -> CompareSettings:
     """Refuse, in one line naming the flag, its value and what is allowed, a value ``compare`` cannot use; return the
     settings with the arms filled in (the family's, or those of ``--model``)."""
@@ -186,7 +189,7 @@ def _check(settings: CompareSettings) -> CompareSettings:
     if settings.mixed_precision not in PRECISIONS:
         raise UsageError(f"--mixed-precision {settings.mixed_precision}: not one of {', '.join(PRECISIONS)}")
     if settings.lr is not None and not 0 < settings.lr < 1:
-        raise UsageError(f"--lr {settings.lr:g}: out of range; allowed: a number between 0 and 1")
+        raise UsageError(f"--lr {settings.lr:g}: out of range; allowed: a number between 0 and 1 ({_LR_WHY})")
     recipe = {flag: getattr(settings, flag) for flag in RECIPE_FLAGS if getattr(settings, flag) is not None}
     check_run_args(TrainingSettings().with_flags(**recipe), num_processes=1)  # as each run would, before any output
     for model in dict.fromkeys([settings.model] if settings.model is not None else [ALL_ARMS[a].model for a in arms]):
@@ -321,8 +324,7 @@ def compare(settings: CompareSettings) -> CompareResult:
     arms, refused, family_note, merged, changes = select_arms(settings.arms), {}, "", {}, {}
     if settings.model is not None:  # the inits this model takes (the others left out, with why), at its heads' rate
         inits = model_inits(settings.model, settings.model_kwargs, arms, settings.seeds[0])
-        arms, refused, family_note = inits.arms, inits.refused, inits.note
-        merged, changes = inits.merged, inits.changes
+        arms, refused, family_note, merged, changes = inits.arms, inits.refused, inits.note, inits.merged, inits.changes
         settings = replace(settings, lr=settings.lr or proxy_lr(inits.head_dim))
         for line in merged_notes(merged, settings.model):
             print(line)
@@ -370,7 +372,7 @@ def compare(settings: CompareSettings) -> CompareResult:
                     (run_dir / RUN_LOG).open("a") as log,
                     contextlib.redirect_stdout(log),
                     contextlib.redirect_stderr(log),
-                ):  # resume="latest": a run cut short continues from its last checkpoint, bit for bit
+                ):  # resume="auto": a run cut short continues from its last checkpoint, bit for bit
                     run(planned[run_dir], on_epoch=lambda record: progress.update(1))
     except BaseException as error:
         _drop_untouched(out_dir)

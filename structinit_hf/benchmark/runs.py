@@ -1,7 +1,7 @@
 """A comparison's runs: the training settings of one (arm, seed) run, its folder, and whether a finished run is it.
 
 A run is finished when its ``results.json`` exists; a finished run is reused only if it is the run the comparison
-would train now (same settings), and a run cut short resumes from its newest complete checkpoint (``resume="latest"``).
+would train now (same settings), and a run cut short resumes from its newest complete checkpoint (``resume="auto"``).
 Training goes through :func:`structinit_hf.train.run` only.
 """
 
@@ -42,8 +42,8 @@ def flag_values(name: str, value: Any) -> list[str]:
 
 def run_settings(profile: Profile, arm: Arm, seed: int, dataset: BenchmarkDataset, run_dir: Path) -> TrainingSettings:
     """The training settings of one (arm, seed) run: the profile's recipe, the arm's model (a model-* arm's: the
-    profile's), resumable (``--resume latest``: a run cut short continues from its newest complete checkpoint, bit for
-    bit)."""
+    profile's), resumable (``--resume auto``: a run cut short continues from its newest complete checkpoint, bit for
+    bit; a new one starts fresh)."""
     return TrainingSettings().with_flags(
         model=arm.model or profile.model,
         model_kwargs=arm_model_kwargs(arm, profile),
@@ -52,7 +52,7 @@ def run_settings(profile: Profile, arm: Arm, seed: int, dataset: BenchmarkDatase
         **profile.recipe,
         seed=seed,
         output_dir=run_dir,
-        resume="latest",
+        resume="auto",
     )
 
 

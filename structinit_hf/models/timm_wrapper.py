@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import os
+import tempfile
 import textwrap
 import warnings
 from collections.abc import Sequence
@@ -33,7 +35,7 @@ from typing import Any
 
 import torch
 from safetensors.torch import save_file
-from timm.models import filter_pretrained_cfg, is_model, is_model_in_modules, model_entrypoint
+from timm.models import filter_pretrained_cfg, is_model, is_model_in_modules, model_entrypoint, save_for_hf
 from torch import nn
 from transformers import (
     AutoConfig,
@@ -45,13 +47,14 @@ from transformers import (
     TimmWrapperPreTrainedModel,
 )
 
-from ..atomic import replace_folder
-from ..init.options import IMPULSE_KWARGS
+from ..atomic import replace_folder, write_json
+from ..init.options import FAMILIES, IMPULSE_KWARGS, family_options
 
 __all__ = [
     "StructInitViTConfig",
     "StructInitViTForImageClassification",
     "StructInitViTModel",
+    "checkpoint_init_record",
     "save_checkpoint",
     "stock_timm_config",
     "write_checkpoint",
@@ -118,10 +121,28 @@ class StructInitViTConfig(TimmWrapperConfig):
                 _check_name_init(given, init)
         else:
             kwargs.update(release_0_1)
+        _refuse_init_on_stock(self.architecture, self.model_args or {})
         super().__post_init__(**kwargs)
 
 
 DEFAULT_ARCHITECTURE = "vit_tiny_impulse3"
+
+
+def _refuse_init_on_stock(architecture: str, model_args: dict[str, Any]) -> None:
+    """Refuse init keywords in ``model_args`` for a timm name of timm's own, which would end in timm's ``TypeError``:
+    only this package's names build with them; the route for timm's own is named."""
+    if not is_model(architecture) or is_model_in_modules(architecture, list(PACKAGE_MODEL_MODULES)):
+        return
+    options = {"attention_init", *(name for family in FAMILIES for name in family_options(family))}
+    given = [name for name in model_args if name in options]
+    if given:
+        words = " ".join(f"{name}={model_args[name]!r}" for name in given)
+        raise ValueError(
+            f"StructInitViTConfig(architecture={architecture!r}): model_args {words} are init options, which only "
+            f"this package's timm names build with (timm.list_models('*impulse*')); for timm's own {architecture}, "
+            "run structinit_hf.apply_structured_init on timm.create_model(...) and save it with "
+            "structinit_hf.save_checkpoint (docs/transformers.md)"
+        )
 
 
 _NAME_INIT = ("attention_init", "kernel_size")  # the init keywords a registered name sets (vit_tiny_impulse3)
@@ -262,10 +283,13 @@ def save_checkpoint(
 ) -> Path:
     """Save ``model`` to ``out_dir`` and return the folder.
 
-    ``model`` is a timm model built by one of this package's names, or a transformers ``TimmWrapper`` model around
-    one. The folder loads with ``timm.create_model("local-dir:<out_dir>", pretrained=True)``,
-    ``AutoModelForImageClassification.from_pretrained(out_dir)`` and ``pipeline("image-classification", out_dir)``,
-    none of which needs structinit_hf or ``trust_remote_code``. ``label_names`` (one per class) become the model's
+    ``model`` is a timm model (built by one of this package's names, or by timm's own and given an init with
+    :func:`~structinit_hf.apply_structured_init`), or a transformers ``TimmWrapper`` model around one. One of this
+    package's is saved under a stock timm name (:func:`stock_timm_config`), timm's own in timm's format
+    (``save_for_hf``); ``config.json`` records the init in ``structinit`` (:func:`checkpoint_init_record`). The folder loads with
+    ``timm.create_model("local-dir:<out_dir>", pretrained=True)``, ``AutoModelForImageClassification.from_pretrained(
+    out_dir)`` and ``pipeline("image-classification", out_dir)``, none of which needs structinit_hf or
+    ``trust_remote_code``. ``label_names`` (one per class) become the model's
     ``id2label``. The folder is written beside ``out_dir`` and moved into place when complete, so an existing
     checkpoint is never left half-replaced.
     """
@@ -282,6 +306,10 @@ def write_checkpoint(
     """Write :func:`save_checkpoint`'s files into the existing ``folder`` (no atomic swap: the caller's job), with
     ``extra_config``'s fields added to (or replacing) the config's."""
     timm_model = model.timm_model if isinstance(model, TimmWrapperPreTrainedModel) else model
+    if getattr(timm_model, "network_args", None) is None:  # a network of timm's own: timm's format
+        record = {"structinit": checkpoint_init_record(timm_model), **(extra_config or {})}
+        _write_timm_folder(timm_model, Path(folder), label_names, record)
+        return
     config = stock_timm_config(timm_model, None if label_names is None else [str(name) for name in label_names])
     if is_model_in_modules(config.architecture, list(PACKAGE_MODEL_MODULES)):  # a Mixer geometry timm has no name for
         warnings.warn(
@@ -295,3 +323,38 @@ def write_checkpoint(
     config.save_pretrained(folder)
     state = {key: value.detach().contiguous() for key, value in timm_model.state_dict().items()}
     save_file(state, Path(folder) / "model.safetensors", metadata={"format": "pt"})
+
+
+def checkpoint_init_record(model: nn.Module) -> dict[str, Any]:
+    """The init ``model`` started from, for ``config.json``'s ``structinit``: its full record where one was kept
+    (``structinit_settings``: this package's names, ``train``'s ``--model-kwargs attention_init=...``), else what
+    :func:`~structinit_hf.apply_structured_init` left on it (the shifts of an impulse, the family defaults it applied);
+    ``{}`` for a model no init ran on."""
+    settings = getattr(model, "structinit_settings", None)
+    if settings:
+        return dict(settings)
+    shifts, defaults = getattr(model, "structinit_shifts", None), getattr(model, "structinit_defaults", None) or {}
+    return {"attention_init": "impulse", **defaults, "shifts": shifts} if shifts else dict(defaults)
+
+
+def _write_timm_folder(
+    model: nn.Module, folder: Path, label_names: Sequence[str] | None, extra_config: dict[str, Any]
+) -> None:
+    """timm's ``save_for_hf`` folder (``model.safetensors`` + ``config.json``) for a network of timm's own, loadable by
+    transformers' ``TimmWrapper`` too: ``num_classes`` leaves ``model_args`` (the wrapper passes it itself, and twice
+    is an error), and ``extra_config``'s fields join the config."""
+    if not hasattr(model, "pretrained_cfg"):
+        raise TypeError(
+            f"save_checkpoint takes a timm model (or a transformers TimmWrapper model around one), got "
+            f"{type(model).__name__}; save a transformers model with its save_pretrained"
+        )
+    labels = [str(name) for name in label_names] if label_names is not None else None
+    if labels is not None and (len(labels) != model.num_classes or len(set(labels)) != len(labels)):
+        raise ValueError(f"label_names must be {model.num_classes} unique names, got {labels}")
+    folder.mkdir(parents=True, exist_ok=True)  # as save_for_hf does
+    with tempfile.TemporaryDirectory(dir=folder) as scratch:  # on the folder's disk: the weights move, not copy
+        save_for_hf(model, scratch, model_config={"label_names": labels} if labels else None, safe_serialization=True)
+        (Path(scratch) / "model.safetensors").replace(folder / "model.safetensors")
+        config = json.loads((Path(scratch) / "config.json").read_text())
+    config.get("model_args", {}).pop("num_classes", None)
+    write_json(folder / "config.json", {**config, **extra_config})

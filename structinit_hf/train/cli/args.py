@@ -11,6 +11,8 @@ import argparse
 import ast
 from pathlib import Path
 
+from ...init.layer_scale import KEEP, LAYER_SCALES
+from ...init.options import FAMILY_IMPULSE_DEFAULTS
 from ..settings import INPUT_PIPELINES, TrainingSettings, dataset_source
 
 __all__ = [
@@ -140,8 +142,10 @@ def add_model_arguments(parser: argparse.ArgumentParser, evaluation: bool = Fals
         nargs="*",
         default={},
         action=KeyValueAction,
-        help="builder arguments as key=value (e.g. depth=2 patch_size=4 kernel_size=5); default: none, the "
-        "registered network as it is",
+        help="builder arguments as key=value (e.g. depth=2 patch_size=4 kernel_size=5); on timm's own names "
+        "attention_init=impulse|mimetic runs that init (with its options, e.g. kernel_size=5), whose impulse takes "
+        f"by default, where the model has it, {_family_defaults()} (docs/method.md); default: none, the registered "
+        "network as it is",
     )
     group.add_argument("--trust-remote-code", action="store_true", help="allow a transformers checkpoint's own code")
     group.add_argument(
@@ -150,6 +154,18 @@ def add_model_arguments(parser: argparse.ArgumentParser, evaluation: bool = Fals
         help="score or fine-tune a checkpoint on classes named otherwise than its own (a deliberate relabelling); "
         "refused by default",
     )
+
+
+def _family_defaults() -> str:
+    """``value_init=mimetic (rotary ViTs); attn_layer_scale 1e-06 -> 1 (timm Block) ...``: the impulse's family
+    defaults and the layer scales it opens, as the init's tables write them."""
+    words = {"vit": "ViTs", "rope": "rotary ViTs", "relpos": "relative-position ViTs"}
+    families = [
+        " ".join(f"{name}={value}" for name, value in defaults.items()) + f" ({words.get(family, family)})"
+        for family, defaults in FAMILY_IMPULSE_DEFAULTS.items()
+    ]
+    scales = [f"attn_layer_scale {s.opens[0]:g} -> {s.opens[1]:g} (timm {s.block})" for s in LAYER_SCALES if s.opens]
+    return "; ".join([*families, *scales]) + f" (attn_layer_scale={KEEP} keeps the model's own)"
 
 
 def evaluation_parser() -> argparse.ArgumentParser:
@@ -255,7 +271,13 @@ def _add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
         help="micro-batches accumulated per optimizer step; default: the fewest whose micro-batch fits the memory",
     )
     recipe.add_argument("--opt", default="adamw", help="timm optimizer name")
-    recipe.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (after the warmup)")
+    recipe.add_argument(
+        "--lr",
+        type=float,
+        default=1e-3,
+        help="peak learning rate (after the warmup), > 0: any --opt's scale (sgd and lars take 1 or more; compare, "
+        "AdamW only, takes (0, 1)); a loss that grows past 10x where it started stops the run",
+    )
     recipe.add_argument("--weight-decay", type=float, default=0.01, help="the optimizer's weight decay")
     recipe.add_argument("--opt-eps", type=float, default=1e-3, help="the optimizer's epsilon")
     recipe.add_argument("--warmup-epochs", type=float, default=10.0, help="linear warmup length (a fraction allowed)")
@@ -328,8 +350,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--resume",
         default=None,
-        help="'latest' (a fresh start if there is none yet) or a checkpoint; the run continues with the flags its "
-        "checkpoint recorded (a flag given must agree); default: a fresh run (a folder that holds checkpoints is "
+        help="'latest' (the newest checkpoint; refused where there is none), 'auto' (the newest, else a fresh start: "
+        "one command for a job restarted after preemption) or a checkpoint folder; the run continues with the flags "
+        "its checkpoint recorded (a flag given must agree); default: a fresh run (a folder that holds checkpoints is "
         "refused)",
     )
     run.add_argument(

@@ -26,7 +26,7 @@ from contextlib import contextmanager, nullcontext
 from importlib.util import find_spec
 
 from ..training.stopping import STOPPED_EXIT_STATUS, TrainingStopped
-from .errors import INTERRUPTED_EXIT_STATUS, USAGE_EXIT_STATUS, USER_ERRORS
+from .errors import INTERRUPTED_EXIT_STATUS, USAGE_EXIT_STATUS, USER_ERRORS, did_you_mean
 
 __all__ = ["EXTRAS", "extra_for", "missing_extra_message", "run_script", "script_imports"]
 
@@ -53,7 +53,8 @@ def run_script(
 ) -> int:
     """Parse ``argv`` (default: the command line) with ``parser`` plus ``--debug`` and call ``function``.
 
-    ``function`` gets the namespace without ``debug``.  Returns the exit status: ``function``'s own when
+    ``function`` gets the namespace without ``debug``; a flag the parser does not know is one line naming the nearest
+    one.  Returns the exit status: ``function``'s own when
     it returns an int, else 0; a user error prints ``error: <message>`` on stderr and returns
     :data:`USAGE_EXIT_STATUS`; training stopped at a checkpoint by a signal prints what was saved and how to resume
     and returns :data:`~.stopping.STOPPED_EXIT_STATUS`; a ``KeyboardInterrupt`` (Ctrl-C outside training, a second
@@ -61,7 +62,9 @@ def run_script(
     (``--debug`` re-raises each).
     """
     parser.add_argument("--debug", action="store_true", help="show the full traceback of a user error")
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        return _unknown_flag(parser, extras)
     debug = vars(args).pop("debug")  # not the function's flag: results and resume checks never see it
     try:
         with nullcontext() if debug else script_imports():  # an extra's module may be imported late (plots)
@@ -82,6 +85,20 @@ def run_script(
         print(f"interrupted{f': {interrupt}' if str(interrupt) else ''}", file=sys.stderr)
         return INTERRUPTED_EXIT_STATUS
     return status if isinstance(status, int) and not isinstance(status, bool) else 0
+
+
+def _unknown_flag(parser: argparse.ArgumentParser, extras: list[str]) -> int:
+    """A mistyped flag (``--epoch``) is one line naming the nearest flag, as a mistyped model keyword is; words that
+    are no flag get argparse's own error."""
+    flag = next((word.partition("=")[0] for word in extras if word.startswith("-")), None)
+    if flag is None:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    flags = [option for action in parser._actions for option in action.option_strings]  # argparse has no public list
+    print(
+        f"error: unrecognized argument {flag}{did_you_mean(flag, flags)}; {parser.prog} --help lists them",
+        file=sys.stderr,
+    )
+    return USAGE_EXIT_STATUS
 
 
 # extra -> the importable modules it installs (setup.cfg's [options.extras_require] lists their distributions)

@@ -1,29 +1,26 @@
 """The trained model in ``final/``: a folder that timm and transformers both load, each file written once.
 
-A model of this package built from its init is written by
-:func:`structinit_hf.models.timm_wrapper.write_checkpoint` (a stock ``timm_wrapper`` folder under a stock timm name,
-with the init it started from); another timm model (a loaded checkpoint among them) in timm's format, which
-transformers loads through its ``TimmWrapper``; a transformers model with ``save_pretrained``, beside the image
-processor it was loaded with (if any), so ``AutoImageProcessor`` and evaluation read the trained folder as they read
-the original. A fine-tuned model's ``config.json`` keeps the init record of the checkpoint it came from
-(``structinit``) and names it (``fine_tuned_from``).
+A timm model is written by :func:`structinit_hf.models.timm_wrapper.write_checkpoint`: one of this package's as a
+stock ``timm_wrapper`` folder under a stock timm name, another (timm's own, a loaded checkpoint among them) in timm's
+format, which transformers loads through its ``TimmWrapper``, each with the init it started from. A transformers
+model is saved with ``save_pretrained``, beside the image processor it was loaded with (if any), so
+``AutoImageProcessor`` and evaluation read the trained folder as they read the original. A fine-tuned model's
+``config.json`` keeps the init record of the checkpoint it came from (``structinit``) and names it
+(``fine_tuned_from``).
 """
 
 from __future__ import annotations
 
-import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from timm.models import save_for_hf
 from torch import nn
 
-from ...atomic import replace_folder, write_json
+from ...atomic import replace_folder
 from ...models.timm_wrapper import write_checkpoint
 from .loading import ClassifierLogits
 
-__all__ = ["save_final_model", "save_timm_folder"]
+__all__ = ["save_final_model"]
 
 
 def save_final_model(
@@ -41,31 +38,12 @@ def save_final_model(
 
     def write(folder: Path) -> None:
         network = model.model if isinstance(model, ClassifierLogits) else model
-        if hasattr(getattr(network, "timm_model", network), "network_args"):  # this package's ViTs and ConViT peer
-            write_checkpoint(network, folder, label_names=label_names, extra_config=extra)
-        elif isinstance(model, ClassifierLogits):
+        if isinstance(model, ClassifierLogits) and not hasattr(getattr(network, "timm_model", network), "network_args"):
             model.model.config.update(extra)  # the record of the model saved: its parent
             model.model.save_pretrained(folder)
             if model.processor is not None:
                 model.processor.save_pretrained(folder)
-        else:  # a model of timm's own: a fresh one records the init run on it (--model-kwargs attention_init=...)
-            record = extra or ({"structinit": dict(init)} if init else {})
-            save_timm_folder(model, folder, label_names, extra_config=record)
+        else:  # a timm model (this package's, or timm's own with the init it started from), or a wrapper around ours
+            write_checkpoint(network, folder, label_names=label_names, extra_config=extra)
 
     return replace_folder(out_dir, write)
-
-
-def save_timm_folder(
-    model: nn.Module, folder: Path, label_names: list[str], *, extra_config: dict[str, Any] | None = None
-) -> None:
-    """timm's ``save_for_hf`` folder (``model.safetensors`` + ``config.json``), loadable by transformers' TimmWrapper
-    too: ``num_classes`` leaves ``model_args`` (the wrapper passes it itself, and twice is an error), and
-    ``extra_config``'s fields join the config."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)  # as save_for_hf does
-    with tempfile.TemporaryDirectory(dir=folder) as scratch:  # on the folder's disk: the weights move, not copy
-        save_for_hf(model, scratch, model_config={"label_names": label_names}, safe_serialization=True)
-        (Path(scratch) / "model.safetensors").replace(folder / "model.safetensors")
-        config = json.loads((Path(scratch) / "config.json").read_text())
-    config.get("model_args", {}).pop("num_classes", None)
-    write_json(folder / "config.json", {**config, **(extra_config or {})})

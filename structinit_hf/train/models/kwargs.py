@@ -9,6 +9,7 @@ an unknown keyword, one the variant's entrypoint sets itself, any value the netw
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 import sys
@@ -19,7 +20,7 @@ import timm
 from timm.models import is_model_in_modules
 from torch import nn
 
-from ...init.apply import apply_structured_init, init_record
+from ...init.apply import apply_structured_init, init_family, init_record
 from ...init.layer_scale import KEEP
 from ...init.options import (
     FAMILIES,
@@ -28,12 +29,13 @@ from ...init.options import (
     MixerImpulseOptions,
     SwinImpulseOptions,
     family_options,
+    init_settings,
 )
 from ...models.common import StructuredInitMixin
 from ...models.structinit_vit import StructInitVisionTransformer
 from ..cli.errors import UsageError, check_kwarg_types, did_you_mean
 
-__all__ = ["check_model_kwargs", "create_timm_model", "unknown_keyword", "user_init_options"]
+__all__ = ["check_model_kwargs", "create_timm_model", "run_init_record", "unknown_keyword", "user_init_options"]
 
 
 def _network_class(model: str) -> type | None:
@@ -84,9 +86,34 @@ def unknown_keyword(source: str, error: TypeError) -> UsageError | None:
     if not allowed:
         return None
     name = unknown.group(1)
+    hint = ""
+    if name in _init_options() and "attention_init" not in allowed:  # timm's own network: the init is asked for
+        hint = f"{name} is an init option: add attention_init=impulse (or mimetic) to run that init on {source}; "
     return UsageError(
-        f"unknown model keyword {name!r} for {source}{did_you_mean(name, allowed)}; "
+        f"unknown model keyword {name!r} for {source}{did_you_mean(name, allowed)}; {hint}"
         f"{source} takes: {', '.join(allowed)}"
+    )
+
+
+def _init_options() -> set[str]:
+    """Every init option of every family (``kernel_size``, ``seed``, ``value_init`` ...)."""
+    return {name for family in FAMILIES for name in family_options(family)}
+
+
+def _init_clash(source: str, kwargs: dict[str, Any], error: Exception) -> UsageError | None:
+    """The line for ``attention_init`` asking one of this package's names for another init than the one it is
+    registered with (its own options then fail that init's check): the names that have it, or timm's own."""
+    method = kwargs.get("attention_init")
+    if method is None or "init method" not in str(error) or not is_model_in_modules(source, SELF_INITIALIZING_MODULES):
+        return None
+    module = next(name for name in SELF_INITIALIZING_MODULES if is_model_in_modules(source, [name]))
+    others = [name for name in timm.list_models(module=module) if method in name] if method != "default" else []
+    nearest = difflib.get_close_matches(source, others, n=1, cutoff=0)
+    alternative = f"train {nearest[0]}, or " if nearest else "train "
+    own = next((init for init in ("impulse", "mimetic") if init in source), "timm's default")  # the names say it
+    return UsageError(
+        f"--model-kwargs attention_init={method!r}: {source} is registered with {own} init and its options, which "
+        f"{method} init does not take; for {method} init {alternative}a stock timm name with attention_init={method}"
     )
 
 
@@ -156,11 +183,8 @@ def create_timm_model(source: str, **kwargs: Any) -> nn.Module:
         apply_structured_init(model, method, **user_init_options(method, options, kwargs))
         auto = getattr(model, "structinit_auto", None)
         if auto is not None:  # init "auto": the init it chose is the run's, named as chosen by it
-            method, options = auto["method"], {**auto["options"], "chosen_by": "auto"}
-        shifts = getattr(model, "structinit_shifts", None)
-        model.structinit_settings = {
-            "attention_init": method, **options, **init_record(model), **({"shifts": shifts} if shifts else {})
-        }  # fmt: skip
+            method, options = auto["method"], auto["options"]
+        model.structinit_settings = run_init_record(model, method, options, chosen_by="auto" if auto else None)
     return model
 
 
@@ -170,6 +194,26 @@ def user_init_options(method: str, options: dict[str, Any], model_kwargs: dict[s
     "model"``) unless ``attn_layer_scale`` is also given."""
     keep = method == "impulse" and model_kwargs.get("init_values") is not None
     return {"attn_layer_scale": KEEP, **options} if keep else dict(options)
+
+
+def run_init_record(
+    model: nn.Module, method: str, options: dict[str, Any], chosen_by: str | None = None
+) -> dict[str, Any]:
+    """What ``apply_structured_init(model, method, **options)`` ran, as this package's names record theirs: every
+    setting with its default filled in, what the family's defaults and the layer scale did (:func:`init_record`:
+    ``structinit_defaults``, ``attn_layer_scale_source``), the shifts, and ``chosen_by`` (init ``"auto"``)."""
+    family, _ = init_family(model)
+    done = init_record(model)
+    given = {k: v for k, v in options.items() if not (k == "attn_layer_scale" and v == KEEP)}
+    defaults = {k: v for k, v in done.items() if k != "attn_layer_scale_source"} if method == "impulse" else {}
+    settings = init_settings(method, {**defaults, **given}, family if method != "default" else "vit")
+    shifts = getattr(model, "structinit_shifts", None)
+    return {
+        **settings,
+        **done,
+        **({"chosen_by": chosen_by} if chosen_by else {}),
+        **({"shifts": shifts} if shifts else {}),
+    }
 
 
 # what timm.create_model takes besides the network's keywords: not the user's to have got wrong
@@ -193,6 +237,9 @@ def _build_refusal(source: str, kwargs: dict[str, Any], error: Exception) -> Usa
                 f"{name}); leave {name} out, or pick a variant with the {name} you want "
                 f"(timm.list_models({source.split('_')[0] + '*'!r}))"
             )
+    clash = _init_clash(source, kwargs, error)
+    if clash is not None:
+        return clash
     given = {name: value for name, value in kwargs.items() if name not in _LOADING_KEYWORDS}
     if not given:
         return None
@@ -208,5 +255,5 @@ def _pop_init(source: str, kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]
         return None
     if is_model_in_modules(source, SELF_INITIALIZING_MODULES):
         return None
-    names = {name for family in FAMILIES for name in family_options(family)}
+    names = _init_options()
     return kwargs.pop("attention_init"), {name: kwargs.pop(name) for name in list(kwargs) if name in names}

@@ -2,8 +2,9 @@
 
 Everything a card states comes from the run itself: the metadata (``ModelCardData`` with a ``model-index`` of
 ``EvalResult``) and the body (init settings, recipe, results) from the run's ``results.json``, the architecture and
-preprocessing from the checkpoint's ``config.json``, the parameter count from ``model.safetensors``. One template per
-model family (``vit.md.j2``, ``convit.md.j2``) includes the shared sections (``_method``, ``_training``, ``_usage``,
+preprocessing from the checkpoint's ``config.json`` (the network's class and geometry read off it: :mod:`.network`), the
+parameter count from ``model.safetensors``. One template for any timm network (``timm.md.j2``) and one for the ConViT
+peer (``convit.md.j2``) include the shared sections (``_method``, ``_training``, ``_usage``,
 ``_limitations``, ``_citation``). Rendering needs no network.
 """
 
@@ -19,7 +20,10 @@ from typing import Any
 import jinja2
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from safetensors import safe_open
-from timm.models import split_model_name_tag
+from timm.models import is_model, is_model_in_modules, split_model_name_tag
+
+from ...models.timm_wrapper import PACKAGE_MODEL_MODULES
+from .network import describe_network
 
 __all__ = [
     "CARD_TAGS",
@@ -37,7 +41,7 @@ __all__ = [
 TEMPLATE_DIR = Path(__file__).parent / "card_templates"
 
 
-MODEL_FAMILIES = {"vit": "vit.md.j2", "convit": "convit.md.j2"}
+MODEL_FAMILIES = {"timm": "timm.md.j2", "convit": "convit.md.j2"}
 
 
 CARD_TAGS = ("image-classification", "timm", "transformers", "vision-transformer", "structured-initialization")
@@ -94,13 +98,10 @@ def read_results(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def model_family(model_name: str) -> str:
-    """The card template family of a timm model name (``vit_tiny_impulse3.cifar10`` -> ``"vit"``, a checkpoint's
-    stock ``convit_tiny`` -> ``"convit"``)."""
+    """The card template of a model name: ``"convit"`` for the ConViT peer (a checkpoint's stock ``convit_tiny``),
+    ``"timm"`` for any other (``vit_tiny_impulse3.cifar10``, ``deit3_small_patch16_224``, a Swin, a Mixer)."""
     architecture, _ = split_model_name_tag(model_name)
-    for family in ("convit", "vit"):
-        if architecture.startswith(family):
-            return family
-    raise ValueError(f"no model card template for {model_name!r}; card families: {', '.join(MODEL_FAMILIES)}")
+    return "convit" if architecture.startswith("convit") else "timm"
 
 
 def hub_dataset_id(dataset: str, dataset_id: str | None = None) -> tuple[str | None, bool]:
@@ -223,18 +224,40 @@ def _split_attention_init(results_init: dict[str, Any], family: str) -> tuple[st
 def _architecture_context(
     results: dict[str, Any], checkpoint_config: dict[str, Any], num_params: int
 ) -> dict[str, Any]:
-    """What the card says about the network: architecture, arguments, size and preprocessing, from ``config.json``."""
+    """What the card says about the network: its class and geometry, the name and arguments it loads with, size and
+    preprocessing, from ``config.json``."""
     pretrained_cfg = checkpoint_config.get("pretrained_cfg", {})
     input_size = pretrained_cfg.get("input_size")
     if not input_size:
         raise ValueError("the checkpoint's config.json has no pretrained_cfg.input_size")
+    architecture = checkpoint_config.get("architecture", results["model"])
+    model_args = checkpoint_config.get("model_args", {})
     return dict(
-        architecture=checkpoint_config.get("architecture", results["model"]),
-        arch_line=_arch_line(checkpoint_config.get("model_args", {})),
+        architecture=architecture,
+        **describe_network(architecture, model_args),
+        arch_line=_arch_line(model_args),
         params_m=num_params / 1e6,
         image_size=" x ".join(str(side) for side in input_size[1:]),
         mean=tuple(pretrained_cfg.get("mean", ())),
         std=tuple(pretrained_cfg.get("std", ())),
+    )
+
+
+def _layer_scale_line(init: dict[str, Any]) -> str | None:
+    """What the init did to the attention branch's layer scale, from the run's init record (its value before and
+    after where recorded, ``attn_layer_scale`` else, and whether the family's default chose it); ``None`` where it
+    left the scale as built."""
+    recorded = init.get("attention_layer_scale")
+    after = recorded.get("after") if isinstance(recorded, dict) else init.get("attn_layer_scale")
+    if after is None:
+        return None
+    before = recorded.get("before") if isinstance(recorded, dict) else None
+    by_default = init.get("attn_layer_scale_source") == "family default"
+    chosen = ", the family's default" if by_default or "attn_layer_scale" in (init.get("structinit_defaults") or {}) else ""
+    start = f"from {before:g} (as built) to {after:g}" if isinstance(before, int | float) else f"at {after:g}"
+    return (
+        f"The attention branch's layer scale started {start} (`attn_layer_scale`{chosen}), so the pattern the init "
+        "wrote reaches the residual stream from the first step; the MLP branch's layer scale stayed as built."
     )
 
 
@@ -307,18 +330,27 @@ def build_model_card(
     local_name = Path(results["dataset"]).name
     attention_init, init = _split_attention_init(results["init"], family)
     architecture = _architecture_context(results, checkpoint_config, num_params)
+    registered = is_model(results["model"]) and is_model_in_modules(results["model"], list(PACKAGE_MODEL_MODULES))
+    architecture["stock_loadable"] = not (
+        is_model(architecture["architecture"])
+        and is_model_in_modules(architecture["architecture"], list(PACKAGE_MODEL_MODULES))
+    )
     repo_name = repo_id.split("/")[-1]
     context = dict(
         card_data=_card_metadata(results, dataset or f"local dataset {local_name}", repo_name, license).to_yaml(),
         family=family,
         repo_id=repo_id,
         repo_name=repo_name,
-        model_name=None if results.get("fine_tuned_from") else results["model"],  # the registered name it was built as
+        # the registered name it was built as (a timm name of timm's own is the architecture itself)
+        model_name=results["model"] if registered and not results.get("fine_tuned_from") else None,
         **_origin(results.get("fine_tuned_from")),
         **architecture,
         attention_init=attention_init,
         init_title=_INIT_TITLES[attention_init].format(k=init.get("kernel_size")),
         init=init,
+        init_family=init.get("family", "vit"),
+        init_target="token mixing" if init.get("family") == "mixer" else "attention",
+        layer_scale_line=_layer_scale_line(init),
         init_rows=[(name, _format_value(value)) for name, value in init.items()],
         attention_image=attention_image,
         dataset_id=dataset,

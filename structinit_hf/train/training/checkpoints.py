@@ -105,16 +105,22 @@ def writing(path: Path, output_dir: Path) -> Iterator[None]:
 
 
 def find_checkpoint(output_dir: Path, resume: str) -> Path | None:
-    """The checkpoint ``--resume`` names: the newest complete one for ``latest`` (``None`` if there is none
-    yet), else the given folder."""
-    if resume == "latest":
+    """The checkpoint ``--resume`` names: the newest complete one for ``latest`` (refused where there is none, as
+    transformers' ``Trainer(resume_from_checkpoint=True)`` refuses) and for ``auto`` (``None`` where there is none: a
+    fresh start, so one command serves a job started and restarted), else the given folder."""
+    if resume in ("latest", "auto"):
         complete = complete_checkpoints(output_dir)
+        if not complete and resume == "latest" and not (Path(output_dir) / "results.json").is_file():  # else: finished
+            raise UsageError(
+                f"--resume latest: {output_dir} holds no checkpoint to resume from; check --output-dir, or pass "
+                "--resume auto to start a fresh run where there is none"
+            )
         return complete[-1] if complete else None
     path = Path(resume).expanduser()
     if not (path / TRAINER_STATE).is_file():
         raise UsageError(
-            f"--resume {resume!r} (resume={resume!r}) is not a checkpoint folder (no {TRAINER_STATE}); pass 'latest' "
-            "or one"
+            f"--resume {resume!r} (resume={resume!r}) is not a checkpoint folder (no {TRAINER_STATE}); pass 'latest', "
+            "'auto' or one"
         )
     return path
 
@@ -125,7 +131,7 @@ def _recovery(checkpoint: Path) -> str:
     fresh = "or start afresh in another --output-dir"
     if older:
         return f"resume from the previous checkpoint with --resume {older[-1]}, {fresh}"
-    return f"it is the run's only checkpoint: delete {checkpoint} and rerun with --resume latest to start over, {fresh}"
+    return f"it is the run's only checkpoint: delete {checkpoint} and rerun with --resume auto to start over, {fresh}"
 
 
 def read_trainer_state(checkpoint: Path) -> dict[str, Any]:

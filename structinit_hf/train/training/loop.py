@@ -40,6 +40,7 @@ from .run_folder import METRICS, append_metrics, with_recorded_flags
 from .stopping import Checkpointing, TrainingStopped, resume_command
 
 __all__ = [
+    "DIVERGENCE_FACTOR",
     "LOG_EVERY",
     "finish_run",
     "log_epoch",
@@ -49,7 +50,14 @@ __all__ = [
     "validate",
 ]
 
-LOG_EVERY = 10  # micro-batches between progress updates (and non-finite loss checks)
+LOG_EVERY = 10  # micro-batches between progress updates (and the loss checks: non-finite, diverged)
+
+
+# A classifier that guesses uniformly scores ln(classes) (2.30 for 10); a run's first micro-batch, before any update,
+# scores near it (a few times it at most after an unusual init). Ten times the larger of the two is a loss no healthy
+# run reaches at any step: the network answers most images confidently wrong, its weights diverging (lr 10 on 10
+# classes: 2.3, then 5021 by step 10). ln(classes) keeps the bound wide where a run starts low (a fine-tuned model).
+DIVERGENCE_FACTOR = 10
 
 
 def _progress(run: Run, total: int, desc: str) -> tqdm:
@@ -71,6 +79,32 @@ def _nonfinite_error(what: str, run: Run, epoch: int) -> FloatingPointError:
         "flags): start a new run in another --output-dir with a lower --lr, a longer --warmup-epochs or a smaller "
         "--clip-grad"
     )
+
+
+class LossBound:
+    """Stops a run whose loss grows past :data:`DIVERGENCE_FACTOR` times the larger of the loss it started from (its
+    first micro-batch, before any update) and chance's ``ln(classes)``."""
+
+    def __init__(self, num_classes: int) -> None:
+        self.num_classes, self.bound = num_classes, None
+
+    def start(self, loss: torch.Tensor) -> None:
+        """Take the run's first micro-batch ``loss`` (its mean over the processes) as where it started (one wait for
+        the device, once)."""
+        if self.bound is None:
+            self.bound = DIVERGENCE_FACTOR * max(loss.item(), math.log(max(self.num_classes, 2)))
+
+    def check(self, run: Run, loss: float, epoch: int) -> None:
+        """A ``loss`` over the bound stops training (``FloatingPointError``, the exit status of a non-finite loss)
+        naming the step, the loss and the learning rate."""
+        if self.bound is not None and loss > self.bound:
+            lr = run.optimizer.param_groups[0]["lr"]
+            raise _nonfinite_error(
+                f"the training loss grew to {loss:.4g} at lr {lr:.3g}, past {self.bound:.4g} ({DIVERGENCE_FACTOR}x "
+                f"the larger of its first micro-batch's and chance's ln({self.num_classes})): it diverged",
+                run,
+                epoch,
+            )
 
 
 def _mean_loss(run: Run, loss_sum: torch.Tensor, micro_steps: int, epoch: int) -> float:
@@ -125,6 +159,7 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
     progress = _progress(run, epoch_steps * run.micro_batch * accelerator.num_processes, f"epoch {epoch + 1}")
     progress.update(images)
     waited = [0.0]  # seconds this epoch spent waiting for the next batch (the input pipeline, inline without workers)
+    logged = [state.epoch_loss_sum, done]  # the loss summed up to the last check, and the micro-batches it sums
     try:  # the bar closes whatever ends the epoch (a signal among them): the next line starts clean
         for inputs, labels in _waited_for(itertools.islice(run.batches, epoch_steps - done), waited):
             with accelerator.accumulate(run.model):
@@ -142,11 +177,17 @@ def train_one_epoch(run: Run, epoch: int) -> dict[str, float]:
                 if run.ema is not None:
                     run.ema.update(accelerator.unwrap_model(run.model), step=state.step)
             loss_sum += loss.detach()
+            if micro_steps == done and run.loss_bound is not None:
+                run.loss_bound.start(accelerator.reduce(loss.detach(), reduction="mean"))  # every process's bound
             micro_steps += 1
             images += inputs.shape[0] * accelerator.num_processes
             progress.update(inputs.shape[0] * accelerator.num_processes)
             if micro_steps % LOG_EVERY == 0 or micro_steps == epoch_steps:  # at least once an epoch
                 running = _mean_loss(run, loss_sum, micro_steps, epoch)
+                recent = (running * micro_steps - logged[0]) / (micro_steps - logged[1])  # since the last check
+                logged[:] = running * micro_steps, micro_steps
+                if run.loss_bound is not None:
+                    run.loss_bound.check(run, recent, epoch)
                 progress.set_postfix(loss=f"{running:.4f}", lr=f"{run.optimizer.param_groups[0]['lr']:.2e}")
             if accelerator.sync_gradients and run.checkpointing is not None:
                 save, stop = run.checkpointing.after_step(accelerator, state.step, micro_steps == epoch_steps)
@@ -288,6 +329,7 @@ def run(settings: TrainingSettings, on_epoch: Callable[[dict[str, Any]], None] |
         training.accelerator.print(f"set-up: {time.perf_counter() - started:.1f} s (data, model, init, loaders)")
         checkpointing.saved_step = training.state.step  # where the run starts: nothing new to save yet
         training.checkpointing = checkpointing
+        training.loss_bound = LossBound(len(training.data.label_names))
         try:
             return _train(training, on_epoch)
         except TrainingStopped:

@@ -12,6 +12,7 @@ memory plan decide for flags left unset is recorded beside them (:attr:`Run.flag
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -159,6 +160,7 @@ class Run:
     lock: RunLock | None  # run.lock of the output folder (held by the main process)
     batches: Iterator[Any] | None = None  # the training loader's one pass over the epochs left, once started
     checkpointing: Checkpointing | None = None  # checkpoints inside an epoch and stop signals (set by the loop)
+    loss_bound: Any = None  # stops a diverging loss (set by the loop: .loop.LossBound)
 
     @property
     def micro_steps_per_epoch(self) -> int:
@@ -199,14 +201,21 @@ def _schedule(recipe: Recipe, optimizer: torch.optim.Optimizer, train_rows: int,
     total_steps = epoch_steps * recipe.epochs
     if recipe.warmup_epochs >= recipe.epochs:
         say(f"warning: --warmup-epochs {recipe.warmup_epochs:g} >= --epochs {recipe.epochs}: the lr never decays")
-    return CosineLRScheduler(
-        optimizer,
-        t_initial=total_steps,
-        lr_min=recipe.min_lr,
-        warmup_t=min(round(recipe.warmup_epochs * epoch_steps), total_steps),
-        warmup_lr_init=recipe.warmup_lr,
-        t_in_epochs=False,
-    )
+    timm_says = logging.getLogger(CosineLRScheduler.__module__)
+    level = timm_says.level
+    if total_steps == 1:  # one step in all: timm's "will have no effect" warning says nothing a run can act on
+        timm_says.setLevel(logging.ERROR)
+    try:
+        return CosineLRScheduler(
+            optimizer,
+            t_initial=total_steps,
+            lr_min=recipe.min_lr,
+            warmup_t=min(round(recipe.warmup_epochs * epoch_steps), total_steps),
+            warmup_lr_init=recipe.warmup_lr,
+            t_in_epochs=False,
+        )
+    finally:
+        timm_says.setLevel(level)
 
 
 def setup_run(settings: TrainingSettings) -> Run:
@@ -215,6 +224,11 @@ def setup_run(settings: TrainingSettings) -> Run:
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", processes.num_processes))
     check_run_args(settings, processes.num_processes)
     defaults = device_defaults(settings.speed, processes.device, local_processes)
+    if defaults.mixed_precision == "bf16" and processes.device.type == "cpu" and not native_bf16(processes.device):
+        processes.print(
+            "note: bf16 on a CPU without native bf16 (AVX512-BF16 or AMX) is emulated, several times slower than fp32 "
+            "(--mixed-precision no)"
+        )
     output_dir = settings.run.output_dir
     output_dir = (
         Path(output_dir) if output_dir is not None else default_output_dir(settings.model.model, settings.data.dataset)

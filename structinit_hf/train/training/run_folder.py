@@ -6,7 +6,7 @@ A run folder holds ``checkpoints/epoch_XXXX/`` (:mod:`.checkpoints`), ``metrics.
 checkpoint ``--resume`` names, read once into a :class:`ResumePoint`. Once the model is prepared,
 :func:`start_run_state` refuses other result flags than the run was started with (:meth:`ResumePoint.check_same_flags`),
 restores the checkpoint and cuts ``metrics.jsonl`` back to it, so the same command works before and after a kill at
-any instant and no epoch is logged twice. On the command line ``--output-dir X --resume latest`` alone is that command:
+any instant and no epoch is logged twice (with ``--resume auto``). ``--output-dir X --resume latest`` alone resumes:
 :func:`with_recorded_flags` takes every result flag the command line leaves out from the checkpoint.
 """
 
@@ -129,7 +129,7 @@ class ResumePoint:
         started, now = result_flags(started), result_flags(flags)
         changed = sorted(key for key in started.keys() | now.keys() if started.get(key) != now.get(key))
         if changed:
-            differences = ", ".join(f"{_flag(key, started.get(key))} (now {now.get(key)})" for key in changed)
+            differences = ", ".join(f"{_flag(key, started.get(key))} (now {_words(now.get(key))})" for key in changed)
             raise UsageError(
                 f"cannot resume {self.checkpoint}: the run was started with {differences}; resume with the flags it "
                 "was started with, or pass another --output-dir to start a new run with these"
@@ -222,9 +222,10 @@ def _resume_checkpoint(output_dir: Path, resume: str | None) -> Path | None:
     """The checkpoint a run continues from, or ``None`` to start clean.
 
     Without ``--resume`` a folder that already holds a complete checkpoint is refused (its run would be
-    overwritten); ``--resume latest`` on a folder with none starts clean, so the same command works
-    before and after a kill at any instant.  A finished run whose checkpoints were deleted (its
-    ``results.json`` stays; no kill leaves that) is refused either way rather than trained again.
+    overwritten); ``--resume auto`` on a folder with none starts clean, so the same command works
+    before and after a kill at any instant (``--resume latest`` there is refused: nothing to resume).  A finished
+    run whose checkpoints were deleted (its ``results.json`` stays; no kill leaves that) is refused either way rather
+    than trained again.
     """
     output_dir = Path(output_dir)
     if resume is None and complete_checkpoints(output_dir):
@@ -276,12 +277,17 @@ def result_flags(flags: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in flags.items() if key not in RESULT_NEUTRAL_FLAGS}
 
 
-def _flag(name: str, value: Any) -> str:
+def _words(value: Any) -> str:
+    """A flag's value as the command line spells it: ``depth=1 img_size=16``, ``0.08 1.0``."""
     if isinstance(value, dict):
-        value = " ".join(f"{key}={item}" for key, item in value.items()) or "(none)"
-    elif isinstance(value, list):
-        value = " ".join(str(item) for item in value)
-    return f"--{name.replace('_', '-')} {value}"
+        return " ".join(f"{key}={item}" for key, item in value.items()) or "(none)"
+    if isinstance(value, list | tuple):
+        return " ".join(str(item) for item in value)
+    return str(value)
+
+
+def _flag(name: str, value: Any) -> str:
+    return f"--{name.replace('_', '-')} {_words(value)}"
 
 
 @dataclass
@@ -324,7 +330,11 @@ def acquire_run_lock(output_dir: Path) -> RunLock:
     """Take ``output_dir/run.lock`` for this process, or raise :class:`UsageError` naming the live run holding it."""
     output_dir = Path(output_dir)
     created = not output_dir.exists()
-    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a user error every process hears (lock_run_folder shares it)
+        reason = error.strerror or str(error)
+        raise UsageError(f"--output-dir {output_dir}: cannot create the run folder ({reason}); pass another") from None
     path = output_dir / LOCK_FILE
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
