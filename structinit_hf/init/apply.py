@@ -22,14 +22,7 @@ from . import impulse
 from .check import InitRefused
 from .control import norm_matched
 from .families import FAMILY_INITS
-from .layer_scale import (
-    KEEP,
-    attention_layer_scale,
-    attention_scales,
-    default_layer_scale,
-    layer_scale_sites,
-    set_attention_scale,
-)
+from .layer_scale import attention_layer_scale, attention_scales, layer_scale_plan, open_attention_scale, scale_line
 from .layouts import model_family, vit_layout
 from .mlp import mimetic_mlp
 from .options import (
@@ -42,6 +35,7 @@ from .options import (
     impulse_options,
     init_settings,
 )
+from .records import RECORDS, init_record, kept_records
 from .relative_layouts import RelativeLayout, relative_layout
 
 __all__ = [
@@ -55,6 +49,7 @@ __all__ = [
     "init_refusal",
     "said_changes",
 ]
+
 
 def impulse_block_targets(model: nn.Module, shifts: list[list[list[int]]] | None = None) -> list[torch.Tensor]:
     """The impulse target maps (``heads x N x N``, patch tokens) of every block, from recorded shifts.
@@ -106,15 +101,6 @@ def _apply(model: nn.Module, method: str, family: str, settings: dict, options: 
         construction.mimetic_init(model, settings["seed"])
 
 
-def _open_attention_scale(model: nn.Module, value: float) -> None:
-    """Start every block's attention-branch layer scale at ``value`` (the impulse's ``attn_layer_scale``)."""
-    if not set_attention_scale(model, value):
-        raise InitRefused(
-            model, f"has no layer scale on its attention branch for attn_layer_scale={value!r} to set (the option is "
-            "for layer-scaled ViTs: docs/method.md lists where each keeps it)"
-        )  # fmt: skip
-
-
 def init_refusal(model: nn.Module, method: str = "impulse", **options) -> str | None:
     """Why ``model`` refuses init ``method`` with ``options`` (the one-line message), or ``None`` where it takes it.
 
@@ -130,11 +116,6 @@ def init_refusal(model: nn.Module, method: str = "impulse", **options) -> str | 
         return str(error)
     return None
 
-
-# what an init records on the model; a failed init leaves the last one's. The shifts and the check are the last init's;
-# what a family default or a given scale wrote (structinit_defaults, structinit_layer_scale) stays while the weights
-# hold it, through later inits that leave it alone; structinit_auto is what init "auto" chose, the last time it ran
-RECORDS = ("structinit_shifts", "structinit_check", "structinit_defaults", "structinit_layer_scale", "structinit_auto")
 
 logger = logging.getLogger(__name__)
 
@@ -179,56 +160,6 @@ def _say(line: str) -> None:
 def _family_defaults(family: str, options: dict) -> dict[str, Any]:
     """The family's impulse defaults (:data:`~.options.FAMILY_IMPULSE_DEFAULTS`) that ``options`` leave to it."""
     return {k: v for k, v in FAMILY_IMPULSE_DEFAULTS.get(family, {}).items() if k not in options}
-
-
-def _layer_scale_plan(model: nn.Module, given: Any) -> tuple[float | None, str | None]:
-    """``(the value the attention scale is set to or None, its source)`` for ``attn_layer_scale=given``: a number is
-    ``"given"``; ``KEEP`` keeps the model's own; not given (``None``), the default of :data:`~.layer_scale.LAYER_SCALES`
-    where the model's blocks take one (``"family default"``), else the model's own. The source is ``None`` where the
-    model has no layer scale and none is set."""
-    if given is not None and given != KEEP:
-        return given, "given"
-    opened = default_layer_scale(model) if given is None else None
-    if opened is not None:
-        return opened, "family default"
-    return None, ("model's own" if attention_scales(model) else None)
-
-
-def _scale_line(model: nn.Module, before: float | None, after: float, source: str) -> str:
-    sites = layer_scale_sites(model)
-    site = sites[0][0]
-    where = f"{site.attribute}, {len(sites)} blocks"
-    why = (
-        f"the default for a {site.library} {site.block} built at {site.opens[0]:g}"
-        if source == "family default" and site.opens
-        else f"attn_layer_scale={after!r} given"
-    )
-    keep = f"attn_layer_scale={KEEP!r} keeps the model's own"
-    return f"attention layer scale ({where}) {before:g} -> {after:g}, {why} ({keep})"
-
-
-def _kept_records(model: nn.Module, method: str, settings: dict, scale_set: bool) -> dict[str, Any]:
-    """What the last inits' defaults wrote that this one leaves in the weights (the records that stay)."""
-    defaults = dict(model.__dict__.get("structinit_defaults") or {})
-    if scale_set:
-        defaults.pop("attn_layer_scale", None)
-    if method == "mimetic" or settings.get("value_init") == "mimetic":  # value/output written again
-        defaults.pop("value_init", None)
-    layer_scale = None if scale_set else model.__dict__.get("structinit_layer_scale")
-    return {"structinit_defaults": defaults, "structinit_layer_scale": layer_scale}
-
-
-def init_record(model: nn.Module) -> dict[str, Any]:
-    """What the weights hold beyond the last init's settings, for a run's init record: the family defaults in force
-    (:attr:`structinit_defaults`) and, where the model has a layer scale, its value and where it came from
-    (``attn_layer_scale_source``: ``"family default"``, ``"given"`` or ``"model's own"``)."""
-    record = dict(model.__dict__.get("structinit_defaults") or {})
-    layer_scale = model.__dict__.get("structinit_layer_scale")
-    if layer_scale is not None:
-        if layer_scale["source"] != "model's own":
-            record["attn_layer_scale"] = layer_scale["attn_layer_scale"]
-        record["attn_layer_scale_source"] = layer_scale["source"]
-    return record
 
 
 def _tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -336,7 +267,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
         raise InitRefused(model, f"is a {family} model, whose impulse init has no {', '.join(foreign)}")
     defaults = _family_defaults(family, options) if method == "impulse" else {}
     settings = init_settings(method, {**defaults, **options}, family)  # a bad option is the caller's error
-    scale, source = _layer_scale_plan(model, settings.get("attn_layer_scale")) if method == "impulse" else (None, None)
+    scale, source = layer_scale_plan(model, settings.get("attn_layer_scale")) if method == "impulse" else (None, None)
     if source is None and method == "mimetic" and attention_scales(model):
         source = "model's own"
     if source == "family default":
@@ -344,12 +275,12 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
     before = attention_layer_scale(model)
     saved = _snapshot(model)
     try:
-        kept = _kept_records(model, method, settings, scale is not None)
+        kept = kept_records(model, method, settings, scale is not None)
         for name in RECORDS:
             model.__dict__.pop(name, None)
         with _init_defaults():
             if scale is not None:
-                _open_attention_scale(model, scale)
+                open_attention_scale(model, scale)
             _apply(model, method, family, settings, {**defaults, **options})
             if settings.get("mlp_init") == "mimetic":
                 mimetic_mlp(model)
@@ -370,7 +301,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
                                         "source": source}  # fmt: skip
     elif kept["structinit_layer_scale"] is not None:
         model.structinit_layer_scale = kept["structinit_layer_scale"]
-    changes = [_scale_line(model, before, scale, source)] if scale is not None and before is not None else []
+    changes = [scale_line(model, before, scale, source)] if scale is not None and before is not None else []
     if "value_init" in defaults:
         changes.append(
             f"value/output projections written as mimetic's, the default for a {_FAMILY_WORDS.get(family, family)} "

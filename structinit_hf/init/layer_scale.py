@@ -15,10 +15,12 @@ kept. docs/method.md's coverage table lists the same rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
+
+from .check import InitRefused
 
 __all__ = [
     "KEEP",
@@ -27,7 +29,10 @@ __all__ = [
     "attention_layer_scale",
     "attention_scales",
     "default_layer_scale",
+    "layer_scale_plan",
     "layer_scale_sites",
+    "open_attention_scale",
+    "scale_line",
     "set_attention_scale",
 ]
 
@@ -144,3 +149,38 @@ def set_attention_scale(model: nn.Module, value: float) -> int:
         for scale in scales:
             scale.fill_(value)
     return len(scales)
+
+
+def open_attention_scale(model: nn.Module, value: float) -> None:
+    """Start every block's attention-branch layer scale at ``value`` (the impulse's ``attn_layer_scale``)."""
+    if not set_attention_scale(model, value):
+        raise InitRefused(
+            model, f"has no layer scale on its attention branch for attn_layer_scale={value!r} to set (the option is "
+            "for layer-scaled ViTs: docs/method.md lists where each keeps it)"
+        )  # fmt: skip
+
+
+def layer_scale_plan(model: nn.Module, given: Any) -> tuple[float | None, str | None]:
+    """``(the value the attention scale is set to or None, its source)`` for ``attn_layer_scale=given``: a number is
+    ``"given"``; ``KEEP`` keeps the model's own; not given (``None``), the default of :data:`~.layer_scale.LAYER_SCALES`
+    where the model's blocks take one (``"family default"``), else the model's own. The source is ``None`` where the
+    model has no layer scale and none is set."""
+    if given is not None and given != KEEP:
+        return given, "given"
+    opened = default_layer_scale(model) if given is None else None
+    if opened is not None:
+        return opened, "family default"
+    return None, ("model's own" if attention_scales(model) else None)
+
+
+def scale_line(model: nn.Module, before: float | None, after: float, source: str) -> str:
+    sites = layer_scale_sites(model)
+    site = sites[0][0]
+    where = f"{site.attribute}, {len(sites)} blocks"
+    why = (
+        f"the default for a {site.library} {site.block} built at {site.opens[0]:g}"
+        if source == "family default" and site.opens
+        else f"attn_layer_scale={after!r} given"
+    )
+    keep = f"attn_layer_scale={KEEP!r} keeps the model's own"
+    return f"attention layer scale ({where}) {before:g} -> {after:g}, {why} ({keep})"
