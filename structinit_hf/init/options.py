@@ -324,7 +324,7 @@ AUTO_INITS: dict[str, tuple[str, dict[str, Any], str]] = {
     "vit": ("impulse", {}, "the impulse led timm's default on the plain ViT (widths 48-192, CIFAR-10, Fashion-MNIST, "
             "up to 200 epochs) and on DeiT-III with its attention layer scale opened"),
     "rope": ("impulse", {}, "the impulse with mimetic V/O and its attention layer scale opened led timm's default on "
-             "the rotary ViT (10 and 50 epochs)"),
+             "the rotary ViT (10 and 50 epochs); its norm-matched random control led further: the gain is the scale's"),
     "relpos": ("default", {}, "no impulse option led timm's default on the relative-position ViT"),
     "swin": ("default", {}, "on Swin the impulse tied timm's default and mimetic trailed it"),
     "mixer": ("default", {}, "on MLP-Mixer the impulse tied timm's default, with a different sign per dataset"),

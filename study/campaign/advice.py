@@ -97,11 +97,9 @@ def plot_advice(campaign: Mapping[str, Any], structure: Mapping[str, Any], path:
     ax.set_yticks(range(len(rows)), [f"{r['family']}: {r['setting']}" for r in reversed(rows)], fontsize=8)
     ax.axvline(0.0, color="black", lw=0.8)
     ax.set_xscale("symlog", linthresh=10)
-    ax.set_xlabel("test top-1 minus timm's default init, same seed (points; log beyond 10): mean, bar min-max")
-    ax.set_title(
-        "CPU proxy, 3 seeds: filled = ahead on every seed by more than the seed spread; hollow = a tie", fontsize=9
-    )
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_xlabel("top-1 minus timm's default, same seed (points; log scale past 10)\nmean, bar min-max over the seeds")
+    ax.set_title("CPU proxy. Filled: ahead (behind) on every seed by more than the spread; hollow: a tie", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     save_figure(fig, path)
