@@ -125,12 +125,14 @@ _SAID: ContextVar[list[str] | None] = ContextVar("structinit_said", default=None
 
 def auto_init(model: nn.Module, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any], str]:
     """What init ``"auto"`` writes into ``model``: ``(method, options, reason)`` from :data:`~.options.AUTO_INITS` for
-    the model's family; ``options`` (``seed`` only) pass on to the chosen init, none to timm's default."""
+    the model's family (its ``/open`` row where the model's attention layer scale is already 1); ``options``
+    (``seed`` only) pass on to the chosen init, none to timm's default."""
     options = dict(options or {})
     if set(options) - {"seed"}:
         raise ValueError(f"init method 'auto' takes only seed, got {sorted(set(options) - {'seed'})}")
     family, _ = init_family(model)
-    method, chosen, reason = AUTO_INITS[family]
+    opened = attention_layer_scale(model) == 1.0 and f"{family}/open" in AUTO_INITS
+    method, chosen, reason = AUTO_INITS[f"{family}/open" if opened else family]
     return method, ({**chosen, **options} if method != "default" else {}), reason
 
 

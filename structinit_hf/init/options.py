@@ -319,13 +319,17 @@ FAMILY_IMPULSE_DEFAULTS: dict[str, dict[str, Any]] = {"rope": {"value_init": "mi
 
 # What init "auto" writes into each family: the init and options the committed evidence says lead timm's default there
 # (the CPU proxy, 3 seeds, the tie rule: docs/campaign.md), or timm's default where nothing led; the one-line reason
-# names the evidence. The impulse takes its family defaults (FAMILY_IMPULSE_DEFAULTS) on top.
+# names the evidence. The impulse takes its family defaults (FAMILY_IMPULSE_DEFAULTS) on top. "<family>/open": the
+# family built with its attention layer scale already at 1, where the evidence differs.
 AUTO_INITS: dict[str, tuple[str, dict[str, Any], str]] = {
     "vit": ("impulse", {}, "the impulse led timm's default on the plain ViT (widths 48-192, CIFAR-10, Fashion-MNIST, "
             "up to 200 epochs) and on DeiT-III with its attention layer scale opened"),
     "rope": ("impulse", {}, "the impulse with mimetic V/O and its attention layer scale opened led timm's default on "
              "the rotary ViT (10 and 50 epochs); its norm-matched random control led further: the gain is the scale's"),
     "relpos": ("default", {}, "no impulse option led timm's default on the relative-position ViT"),
+    # the same family built with its layer scale off (every gamma at 1: init_values=1.0)
+    "relpos/open": ("mimetic", {}, "on the relative-position ViT built with its layer scale at 1, mimetic led timm's "
+                    "default on every seed"),
     "swin": ("default", {}, "on Swin the impulse tied timm's default and mimetic trailed it"),
     "mixer": ("default", {}, "on MLP-Mixer the impulse tied timm's default, with a different sign per dataset"),
 }  # fmt: skip
