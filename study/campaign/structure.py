@@ -26,8 +26,8 @@ WIDTH = "study/records/width"
 
 @dataclass(frozen=True)
 class Cell:
-    """One setting: its title, record globs, timm's default arm, and ``(init, control)`` pairs (``control`` a
-    norm-matched arm) and ``(arm, reference)`` comparisons beyond timm's default."""
+    """One setting: its title, record globs, timm's default arm, ``(init, control)`` pairs (``control`` a
+    norm-matched arm), ``(arm, reference)`` comparisons beyond timm's default, and further arms it shows."""
 
     group: str
     title: str
@@ -36,6 +36,8 @@ class Cell:
     controls: tuple[tuple[str, str], ...] = ()
     versus: tuple[tuple[str, str], ...] = ()
     note: str = ""
+    shown: tuple[str, ...] = ()  # further arms the table lists against timm's default
+    borrowed: tuple[tuple[str, str, str], ...] = ()  # (another cell's record folder, its arm, the name it takes here)
 
 
 def _in(folder: str, root: str = BENCH) -> tuple[str, ...]:
@@ -43,6 +45,7 @@ def _in(folder: str, root: str = BENCH) -> tuple[str, ...]:
 
 
 _PLAIN = (("impulse3", "impulse3-normmatched"), ("mimetic", "mimetic-normmatched"))
+_AS_BUILT = "timm's default of the family as timm builds it"
 _MODEL = "model-impulse3"
 CELLS: tuple[Cell, ...] = (
     Cell("control", "ViT width 48, CIFAR-10", _in("cpu-proxy-n2500-cifar10"), "default", _PLAIN),
@@ -85,18 +88,25 @@ CELLS: tuple[Cell, ...] = (
         "relative-position ViT built with timm's ViT init (trunc normal 0.02)",
         _in("cpu-proxy-n2500-relpos-tn-cifar10"),
         "model-default",
+        versus=(("model-default", _AS_BUILT),),
+        shown=(_MODEL,),
+        borrowed=(("cpu-proxy-n2500-relpos-cifar10", "model-default", _AS_BUILT),),
     ),
     Cell(
         "relpos",
         "relative-position ViT with a bias table (rel_pos_type='bias')",
         _in("cpu-proxy-n2500-relpos-bias-cifar10"),
         "model-default",
+        versus=(("model-default", _AS_BUILT),),
+        shown=(_MODEL,),
+        borrowed=(("cpu-proxy-n2500-relpos-cifar10", "model-default", _AS_BUILT),),
     ),
     Cell(
         "relpos",
         "relative-position ViT with layer scale off at init (init_values=1)",
         _in("cpu-proxy-n2500-relpos-ls1-cifar10"),
         "model-default",
+        shown=(_MODEL, f"{_MODEL}-mimeticvo", "model-mimetic"),
     ),
     Cell(
         "mlp",
@@ -140,7 +150,10 @@ def structure_verdict(init_vs_control: Mapping[str, Any] | None, control_vs_defa
 def _cell(cell: Cell, root: Path) -> dict[str, Any]:
     records, found = load_records(root, cell.sources)
     scores = merge_scores(records)
-    arms = [cell.default, *{a for pair in (*cell.controls, *cell.versus) for a in pair}]
+    for folder, arm, name in cell.borrowed:
+        borrowed, sources = load_records(root, _in(folder))
+        scores[name], found = merge_scores(borrowed).get(arm, {}), found + sources
+    arms = [cell.default, *cell.shown, *{a for pair in (*cell.controls, *cell.versus) for a in pair}]
     out: dict[str, Any] = {
         "group": cell.group,
         "title": cell.title,
