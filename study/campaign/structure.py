@@ -89,7 +89,7 @@ CELLS: tuple[Cell, ...] = (
         _in("cpu-proxy-n2500-relpos-tn-cifar10"),
         "model-default",
         versus=(("model-default", _AS_BUILT),),
-        shown=(_MODEL,),
+        shown=(_MODEL, "model-mimetic"),
         borrowed=(("cpu-proxy-n2500-relpos-cifar10", "model-default", _AS_BUILT),),
     ),
     Cell(
