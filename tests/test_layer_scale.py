@@ -432,3 +432,17 @@ def test_train_says_the_opened_scale_once_in_its_log_and_records_where_it_came_f
     config = json.loads((tmp_path / "kept" / "final" / "config.json").read_text())
     assert config["structinit"]["attn_layer_scale_source"] == "model's own"
     assert config["model_args"]["init_values"] == 1e-05
+
+
+def test_a_vit_with_register_tokens_the_layout_does_not_know_is_refused_in_one_line():
+    """Catches transformers' DINOv2 with registers ending in the self-check's RuntimeError instead of a refusal."""
+    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    config = Dinov2WithRegistersConfig(image_size=16, patch_size=4, hidden_size=24, num_hidden_layers=2,
+                                       num_attention_heads=3, intermediate_size=48, num_register_tokens=4)  # fmt: skip
+    model = Dinov2WithRegistersModel(config)
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    with pytest.raises(InitRefused, match="tokens the init's layout does not know .* fed 17 of a block's 21 tokens"):
+        apply_structured_init(model, "impulse")
+    assert all(torch.equal(before[key], value) for key, value in model.state_dict().items())
+

@@ -86,7 +86,10 @@ def _fed(blocks: list[nn.Module], tokens: torch.Tensor, every_token: bool = Fals
     def replace(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         hidden = (args[0] if args else kwargs["hidden_states"]).clone()
         if every_token and len(tokens) < hidden.shape[1]:
-            raise RuntimeError(f"the check fed {len(tokens)} of a block's {hidden.shape[1]} tokens as all of them")
+            raise ValueError(  # apply_structured_init refuses the model in one line (tokens its layout does not know)
+                f"has tokens the init's layout does not know (register tokens?): its self-check fed {len(tokens)} of "
+                f"a block's {hidden.shape[1]} tokens, so it cannot measure the pattern"
+            )
         fed = tokens[-hidden.shape[1] :]  # a block that sees no class token (CaiT's) takes the patch tokens alone
         hidden[:, -len(fed) :] = fed.to(hidden)
         if args:
