@@ -35,7 +35,7 @@ from .options import (
     impulse_options,
     init_settings,
 )
-from .records import RECORDS, init_record, kept_records
+from .provenance import RECORDS, init_record, kept_records
 from .relative_layouts import RelativeLayout, relative_layout
 
 __all__ = [
