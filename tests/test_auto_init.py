@@ -21,7 +21,7 @@ CHOICES = {  # timm name -> (its family, what auto writes)
     "vit_tiny_patch16_224": ("vit", "impulse"),
     "deit3_small_patch16_224": ("vit", "impulse"),
     "vit_small_patch16_rope_224": ("rope", "impulse"),
-    "vit_relpos_small_patch16_224": ("relpos", "default"),
+    "vit_relpos_small_patch16_224": ("relpos", "impulse"),
 }
 
 
@@ -38,10 +38,10 @@ def test_auto_writes_its_familys_choice_records_it_and_says_it(name, caplog):
     built = timm.create_model(name, **TINY)
     with caplog.at_level(logging.WARNING, logger="structinit_hf"):
         auto = apply_structured_init(copy.deepcopy(built), "auto", seed=3)
-    chosen = apply_structured_init(copy.deepcopy(built), method, **({"seed": 3} if method != "default" else {}))
-    assert all(torch.equal(a, b) for a, b in zip(auto.state_dict().values(), chosen.state_dict().values()))
-    assert auto.structinit_auto == {"method": method, "options": {"seed": 3} if method != "default" else {},
-                                    "reason": AUTO_INITS[family][2]}  # fmt: skip
+    options = {**AUTO_INITS[family][1], "seed": 3} if method != "default" else {}
+    chosen = apply_structured_init(copy.deepcopy(built), method, **options)
+    assert all(torch.equal(a, b) for a, b in zip(auto.state_dict().values(), chosen.state_dict().values(), strict=True))
+    assert auto.structinit_auto == {"method": method, "options": options, "reason": AUTO_INITS[family][2]}
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("structinit_hf")]
     said = [line for line in lines if line.startswith("init 'auto'")]
     assert len(said) == 1 and AUTO_INITS[family][2] in said[0]
@@ -49,11 +49,13 @@ def test_auto_writes_its_familys_choice_records_it_and_says_it(name, caplog):
 
 
 def test_a_relative_position_vit_built_with_its_layer_scale_at_1_gets_mimetic():
-    """Catches the open row never chosen (the evidence differs there: mimetic led), or chosen for the family as built."""
+    """Catches the open row never chosen (the evidence differs there: mimetic led), or chosen for the family built."""
     torch.manual_seed(0)
     opened = apply_structured_init(timm.create_model("vit_relpos_small_patch16_224", **TINY, init_values=1.0), "auto")
     built = apply_structured_init(timm.create_model("vit_relpos_small_patch16_224", **TINY), "auto")
-    assert opened.structinit_auto["method"] == "mimetic" and built.structinit_auto["method"] == "default"
+    assert (
+        opened.structinit_auto["method"] == "mimetic" and built.structinit_auto["options"]["control"] == "normmatched"
+    )
     assert opened.structinit_auto["reason"] == AUTO_INITS["relpos/open"][2]
 
 
@@ -73,7 +75,9 @@ def test_the_train_route_records_the_init_auto_chose():
 def test_compare_offers_auto_as_an_arm_and_merges_it_where_it_is_another_arm():
     """Catches an auto arm compare refuses, or one trained twice where it writes what another arm writes."""
     arms = [MODEL_ARMS["model-default"], MODEL_ARMS["model-auto"]]
-    relpos = model_inits("vit_relpos_small_patch16_224", TINY, arms)  # auto is timm's default there
-    assert [arm.name for arm in relpos.arms] == ["model-default"] and relpos.merged == {"model-auto": "model-default"}
+    swin = dict(img_size=32, patch_size=2, window_size=4, embed_dim=24, depths=(2, 2), num_heads=(3, 6), num_classes=3)
+    swin_inits = model_inits("swin_tiny_patch4_window7_224", swin, arms)  # auto is timm's default there
+    assert [arm.name for arm in swin_inits.arms] == ["model-default"]
+    assert swin_inits.merged == {"model-auto": "model-default"}
     deit3 = model_inits("deit3_small_patch16_224", TINY, arms)
     assert [arm.name for arm in deit3.arms] == ["model-default", "model-auto"] and not deit3.merged

@@ -55,12 +55,13 @@ class ModelInits:
 
 
 # per init family (structinit_hf.init.apply.init_family), where the campaign found that no impulse option puts the
-# impulse ahead of timm's default (issue 67's factorial, 3 seeds, the tie rule): the line compare --model prints under
-# its table, so a user of that family reads it beside their own runs
+# impulse ahead of timm's default (the layer-scale factorial and the structure campaign, 3 seeds, the tie rule): the
+# line compare --model prints under its table, so a user of that family reads it beside their own runs
 FAMILY_NOTES = {
-    "relpos": "On timm's relative-position ViTs (layer scale 1e-6 as built) no impulse option (mimetic V/O, the "
-    "attention layer scale opened, both) trained ahead of timm's default in the campaign's 3 seeds (docs/campaign.md, "
-    "'Layer scale'): weigh this table's verdict with that.",
+    "relpos": "On timm's relative-position ViTs no impulse option trained ahead of timm's default in the campaign's 3 "
+    "seeds, while the impulse's norm-matched control (a random relative bias at the impulse's norms: the model-auto "
+    "arm) did, on every seed (docs/campaign.md, 'The relative-position ViT, taken apart'): weigh this table's verdict "
+    "with that.",
 }
 
 

@@ -326,7 +326,8 @@ AUTO_INITS: dict[str, tuple[str, dict[str, Any], str]] = {
             "up to 200 epochs) and on DeiT-III with its attention layer scale opened"),
     "rope": ("impulse", {}, "the impulse with mimetic V/O and its attention layer scale opened led timm's default on "
              "the rotary ViT (10 and 50 epochs); its norm-matched random control led further: the gain is the scale's"),
-    "relpos": ("default", {}, "no impulse option led timm's default on the relative-position ViT"),
+    "relpos": ("impulse", {"control": "normmatched"}, "on the relative-position ViT a random relative bias at the "
+               "impulse's norms (its norm-matched control) led timm's default on every seed; the shifts trailed"),
     # the same family built with its layer scale off (every gamma at 1: init_values=1.0)
     "relpos/open": ("mimetic", {}, "on the relative-position ViT built with its layer scale at 1, mimetic led timm's "
                     "default on every seed"),
