@@ -1,8 +1,8 @@
 """Is it the structure? Each init against its norm-matched control, the relative-position ViT, mimetic MLP init: read
 from the committed records; trains nothing.
 
-python study/structure_report.py  # -> study/records/small_data/structure/{results.md,results.json,control.png,
-                                  #    which_init.png: README's "Which init, when" figure}
+python study/structure_report.py  # -> study/records/small_data/structure/{results.md,results.json,which_init.png}
+# which_init.png: README's "Which init, when" figure, each impulse beside its norm-matched control where measured
 """
 
 import argparse
@@ -18,7 +18,7 @@ with script_imports():
     from structinit_hf.atomic import write_json, write_text
     from study.campaign.advice import plot_advice
     from study.campaign.sources import BENCH
-    from study.campaign.structure import build_structure, plot_structure, render_structure
+    from study.campaign.structure import build_structure, render_structure
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
@@ -29,8 +29,7 @@ if __name__ == "__main__":
         record = build_structure(args.root)
         write_json(args.out_dir / "results.json", record)
         write_text(args.out_dir / "results.md", render_structure(record))
-        plot_structure(record, args.out_dir / "control.png")
         campaign = json.loads((args.root / BENCH / "campaign" / "results.json").read_text())
         plot_advice(campaign, record, args.out_dir / "which_init.png")
-    print(f"wrote {args.out_dir / 'results.md'}, results.json, control.png and which_init.png")
+    print(f"wrote {args.out_dir / 'results.md'}, results.json and which_init.png")
     sys.exit(0)

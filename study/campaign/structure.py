@@ -19,7 +19,7 @@ from structinit_hf.benchmark.stats import TIE_RULE, paired_comparison, spread
 from .scores import load_records, merge_scores
 from .sources import BENCH
 
-__all__ = ["CELLS", "Cell", "build_structure", "plot_structure", "render_structure", "structure_verdict"]
+__all__ = ["CELLS", "Cell", "build_structure", "render_structure", "structure_verdict"]
 
 WIDTH = "study/records/width"
 
@@ -228,38 +228,3 @@ def render_structure(record: Mapping[str, Any]) -> str:
                     lines.append(f"| {arm_label(arm)} minus {arm_label(reference)} | {_pm(c)} |")
             lines += ["", "Sources: " + ", ".join(f"`{s}`" for s in cell["sources"]), ""]
     return "\n".join(lines)
-
-
-def plot_structure(record: Mapping[str, Any], path: Path) -> Path:
-    """``control.png``: per control cell, each init's and its control's gain over timm's default (mean, min-max)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    from structinit_hf.benchmark.plots import save_figure
-
-    rows = []
-    for cell in (c for c in record["cells"] if c["controls"]):
-        for init, c in cell["controls"].items():
-            label = f"{cell['title'].split(' (')[0]}: {arm_label(init).split(',')[0]}"
-            rows.append((label, cell["vs_default"].get(init), cell["vs_default"].get(c["control"])))
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.2))
-    for y, (_, init, control) in enumerate(reversed(rows)):
-        for offset, c, color, name in (
-            (0.12, init, "tab:blue", "the init"),
-            (-0.12, control, "tab:gray", "its control"),
-        ):
-            if c is not None:
-                ax.errorbar(c["mean"], y + offset, xerr=[[c["mean"] - c["min"]], [c["max"] - c["mean"]]], fmt="o",
-                            color=color, label=name if y == 0 else None, capsize=3)  # fmt: skip
-    ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)], fontsize=8)
-    ax.axvline(0.0, color="black", lw=0.8)
-    ax.set_xlabel("test top-1 minus timm's default, same seed (points): mean, bar min-max over seeds")
-    if rows:
-        ax.legend(fontsize=8, loc="lower right")
-    ax.grid(alpha=0.3, axis="x")
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
