@@ -52,7 +52,16 @@ from structinit_hf.train._internal import (
 
 __all__ = ["MODES", "measure_throughput", "throughput_parser"]
 
-MODES = {"fp32": ("no", False), "bf16": ("bf16", False), "bf16_compiled": ("bf16", True), "fp32_compiled": ("no", True)}
+# (precision, compile): True is torch.compile's default mode, as train.py compiles; a mode's name (CUDA graphs,
+# autotuned kernels) is timed on the bare loop alone, the speed a train.py option for it could buy
+MODES: dict[str, tuple[str, bool | str]] = {
+    "fp32": ("no", False),
+    "bf16": ("bf16", False),
+    "bf16_compiled": ("bf16", True),
+    "fp32_compiled": ("no", True),
+    "bf16_cudagraphs": ("bf16", "reduce-overhead"),
+    "bf16_autotuned": ("bf16", "max-autotune-no-cudagraphs"),
+}
 
 
 def _train_defaults() -> TrainingSettings:
@@ -83,7 +92,7 @@ def bare_arm(args: argparse.Namespace, mode: str, device: torch.device) -> float
         unfuse_attention(model)
     optimizer = create_optimizer_v2(model, opt="adamw", lr=1e-3, weight_decay=0.01, eps=1e-3)
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
-    forward = torch.compile(model) if compiled else model
+    forward = torch.compile(model, mode=None if compiled is True else compiled) if compiled else model
     size = model_data_config(model)["input_size"]
     generator = torch.Generator().manual_seed(0)
     images = torch.randn(args.steps + 1, args.batch_size, *size, generator=generator).to(device)
@@ -146,6 +155,7 @@ def throughput_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=20, help="timed optimizer steps per arm and round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", nargs="+", choices=MODES, default=None, help="default: all on GPU, fp32 on CPU")
+    parser.add_argument("--bare-only", action="store_true", help="time the bare loop alone (no train.py arms)")
     parser.add_argument("--workers", type=int, default=None, help="input-pipeline workers (default: train.py's)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     parser.add_argument(
@@ -167,9 +177,11 @@ def measure_throughput(args: argparse.Namespace) -> None:
     modes = args.modes or (["fp32", "bf16", "bf16_compiled"] if device.type == "cuda" else ["fp32"])
     workers = args.workers if args.workers is not None else device_defaults(_train_defaults().speed, device).workers
     arms = {}
+    scripted = [mode for mode in modes if isinstance(MODES[mode][1], bool)]  # train.py has these modes
     for mode in modes:  # neighbours are the pairs compared
         arms[f"bare/{mode}"] = lambda mode=mode: bare_arm(args, mode, device)
-        arms[f"script/{mode}"] = lambda mode=mode: script_arm(args, mode)
+        if mode in scripted and not args.bare_only:
+            arms[f"script/{mode}"] = lambda mode=mode: script_arm(args, mode)
     throughput: dict[str, list[float]] = {name: [] for name in arms}
     load_before, start = os.getloadavg(), time.perf_counter()
     for round_index in range(args.rounds):
@@ -188,7 +200,7 @@ def measure_throughput(args: argparse.Namespace) -> None:
         "device": name,
         "median_images_per_sec": {arm: statistics.median(values) for arm, values in throughput.items()},
         "images_per_sec": throughput,
-        "ratio_to_bare": {mode: ratio(mode) for mode in modes},
+        "ratio_to_bare": {mode: ratio(mode) for mode in scripted if not args.bare_only},
         "input_pipeline_images_per_sec": pipelines,
         "load_average_before_after": [load_before[0], load_after[0]],
         "wall_time_s": round(time.perf_counter() - start, 1),

@@ -32,6 +32,9 @@
 # compiling the first step), testing and packing, 490 s, which leaves a fifth of the 585-s budget to a slower card.
 # (The paper's 200 epochs would need two commands of one loan; 150, the issue's estimate, leaves no margin.)
 #
+# The first loan (2026-11-28, an H200): 514.7 s for the command, 444 s of it training (3.1-3.4 s an epoch), 83.90% top-1
+# on the test images (study/records/gpu/loan-2026-11-28-h200-zoo/).
+#
 # SMOKE=1 checks this script on a CPU machine: a 1-block model, 2 epochs of 512 sample images, no compiling.
 set -uo pipefail
 start=$(date +%s)
@@ -47,20 +50,7 @@ rm -rf "$keep"; mkdir -p "$OUT" "$keep" "$run"
 left() { echo $((start + BUDGET - $(date +%s))); }
 log() { echo "[$(($(date +%s) - start)) s] $*" | tee -a "$keep/loan.log"; }
 
-if ! python3 -c "import datasets, timm; assert timm.__version__ >= '1.0.31'" 2>/dev/null; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site data/device-wheels/*.whl || exit 1
-    export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
-# loader workers hand batches over through files: an earlier loan's sandbox failed the default ("received 0 items of
-# ancdata") and every loan since trained with file_system sharing
-mkdir -p /tmp/sharing && echo 'import torch.multiprocessing as m; m.set_sharing_strategy("file_system")' \
-    > /tmp/sharing/sitecustomize.py && export PYTHONPATH=/tmp/sharing:$PYTHONPATH
-python3 -c "import torch, timm, transformers, datasets, accelerate, os
-print('versions: torch', torch.__version__, 'timm', timm.__version__, 'transformers', transformers.__version__,
-      'datasets', datasets.__version__, 'accelerate', accelerate.__version__)
-print('device:', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu', '| cpus:', os.cpu_count())
-" 2>&1 | tee -a "$keep/loan.log" || exit 1
+source study/loan_env.sh || exit 1
 
 warmup=$(python3 -c "print(round($EPOCHS * 0.05, 2))")  # the paper's 10 of 200 epochs
 train=(--model "$MODEL" --dataset "$DATA" --epochs "$EPOCHS" --warmup-epochs "$warmup" --val-split 0.02 --seed 0

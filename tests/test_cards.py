@@ -194,6 +194,25 @@ def test_credentials_in_the_recorded_options_are_redacted(run):
     assert "| `hub_token` | `<redacted>` |" in card.text
 
 
+def test_a_card_says_where_it_trained_and_the_command_that_trains_it_again(run):
+    """Catches a card whose command drops an option the run set, spells a default, keeps where the run was kept, or
+    a local copy's path where the run read a Hub dataset; and a GPU run said to have trained on the CPU."""
+    results = read_results(run / "results.json")
+    results["args"] = {**results["args"], "output_dir": "/home/me/runs/x", "compile": False, "opt_eps": 0.001,
+                       "scale": [0.08, 1.0], "model_kwargs": {"depth": 1}, "dataset": "/data/c10"}  # fmt: skip
+    config = json.loads((run / "final" / "config.json").read_text())
+    card = build_model_card({**results, "numerics": {"gpu": "NVIDIA H200"}}, config, REPO_ID, num_params=1,
+                            dataset_id="uoft-cs/cifar10").text  # fmt: skip
+    command = next(line for line in card.splitlines() if line.startswith("structinit-hf train "))
+    assert command == (
+        "structinit-hf train --model vit_tiny_impulse3 --batch-size 128 --warmup-epochs 1 --seed 3 --no-compile "
+        "--model-kwargs depth=1 --dataset uoft-cs/cifar10"
+    )  # lr and opt_eps at their defaults, where the run was kept left out
+    assert ") on one NVIDIA H200, with `scripts/train.py`" in card
+    cpu = build_model_card({**results, "numerics": {"torch_threads": 2}}, config, REPO_ID, num_params=1).text
+    assert ") on the CPU, with" in cpu
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [("top1", None, "lacks the field"), ("top5", "89", "wrong type"), ("top1", 143.0, r"percentage in \[0, 100\]")],

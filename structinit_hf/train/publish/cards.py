@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,47 @@ def _arg_rows(args: dict[str, Any], fine_tuned_from: dict[str, Any] | None) -> l
     return [(name, "<redacted>" if _SECRET_ARG.search(name) else _format_value(value)) for name, value in shown.items()]
 
 
+# train.py's options that shape where and how a run is kept, not what it learns: a card's command leaves them out
+_RUN_ONLY_ARGS = frozenset(
+    "output_dir resume checkpoint_every checkpoint_steps checkpoint_minutes keep_checkpoints workers eval_batch_size "
+    "report_to input_pipeline grad_accum".split()
+)
+
+
+def _train_command(args: dict[str, Any], dataset_id: str | None) -> str:
+    """The ``structinit-hf train`` command that trains the run again: the dataset (its Hub id where the run read a
+    local copy of one), the seed and every recipe option the run set otherwise than train.py's defaults."""
+    from ..cli.args import training_parser  # the parser's own defaults, so a changed default changes no card
+
+    defaults = vars(training_parser().parse_args([]))
+    words = ["structinit-hf", "train"]
+    for name, value in args.items():
+        default = defaults.get(name, value)
+        if isinstance(default, tuple):
+            default = list(default)
+        always = name in ("model", "dataset", "seed")
+        if name in _RUN_ONLY_ARGS or _SECRET_ARG.search(name) or value is None or (value == default and not always):
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        if name == "dataset" and dataset_id:
+            value = dataset_id
+        if isinstance(value, bool):
+            words += [flag] if value else [f"--no-{name.replace('_', '-')}"] if name == "compile" else []
+        elif isinstance(value, dict):
+            words += [flag, *(f"{key}={item}" for key, item in value.items())] if value else []
+        elif isinstance(value, list):
+            words += [flag, *map(str, value)]
+        else:
+            words += [flag, _format_value(value)]
+    return shlex.join(words)
+
+
+def _hardware(results: dict[str, Any]) -> str:
+    """Where the run trained, as its record says: the GPU, else the CPU."""
+    numerics = results.get("numerics") or {}
+    return f"one {numerics['gpu']}" if numerics.get("gpu") else "the CPU" if numerics else "a machine not recorded"
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
@@ -253,7 +295,9 @@ def _layer_scale_line(init: dict[str, Any]) -> str | None:
         return None
     before = recorded.get("before") if isinstance(recorded, dict) else None
     by_default = init.get("attn_layer_scale_source") == "family default"
-    chosen = ", the family's default" if by_default or "attn_layer_scale" in (init.get("structinit_defaults") or {}) else ""
+    chosen = (
+        ", the family's default" if by_default or "attn_layer_scale" in (init.get("structinit_defaults") or {}) else ""
+    )
     start = f"from {before:g} (as built) to {after:g}" if isinstance(before, int | float) else f"at {after:g}"
     return (
         f"The attention branch's layer scale started {start} (`attn_layer_scale`{chosen}), so the pattern the init "
@@ -367,6 +411,8 @@ def build_model_card(
         images_seen=results["images_seen"],
         wall_time=_duration(results["wall_time_s"]),
         arg_rows=_arg_rows(results["args"], results.get("fine_tuned_from")),
+        train_command=None if results.get("fine_tuned_from") else _train_command(results["args"], dataset),
+        hardware=_hardware(results),
         versions_line=_versions_line(results["versions"]),
     )
     return _render_card(MODEL_FAMILIES[family], context)

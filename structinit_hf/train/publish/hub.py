@@ -87,7 +87,9 @@ def find_run_files(run_dir: str | os.PathLike) -> RunFiles:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist")
-    checkpoint_dir = run_dir / "final"
+    # a run's final/ checkpoint, or a folder laid out as the repo it publishes (a zoo model: weights at the top)
+    top_level = (run_dir / WEIGHTS_FILE).is_file() and not (run_dir / "final").is_dir()
+    checkpoint_dir = run_dir if top_level else run_dir / "final"
     results = next((p for p in (run_dir / RESULTS_FILE, checkpoint_dir / RESULTS_FILE) if p.is_file()), None)
     missing = []
     if results is None:
@@ -98,7 +100,7 @@ def find_run_files(run_dir: str | os.PathLike) -> RunFiles:
     if missing:
         raise FileNotFoundError(
             f"run folder {run_dir} cannot be published: {'; '.join(missing)}. Publish a finished run of "
-            "scripts/train.py (its final/ checkpoint and results.json)."
+            "scripts/train.py (its final/ checkpoint and results.json) or a zoo folder (zoo/<model>)."
         )
     image = run_dir / ATTENTION_IMAGE
     return RunFiles(run_dir, checkpoint_dir, results, image if image.is_file() else None)
