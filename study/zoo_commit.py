@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -28,8 +29,9 @@ from safetensors import safe_open
 from safetensors.torch import load, save_file
 
 from structinit_hf.atomic import replace_folder
-from structinit_hf.train.publish.cards import build_model_card, count_parameters, read_results
-from structinit_hf.train.publish.hub import CARD_FILE, CONFIG_FILE, RESULTS_FILE, WEIGHTS_FILE
+from structinit_hf.train._internal import stage_repo_folder
+
+WEIGHTS_FILE, CONFIG_FILE, RESULTS_FILE = "model.safetensors", "config.json", "results.json"  # a run's final/ files
 
 NAMESPACE = "structinit-hf"  # the Hub organisation the zoo's cards name
 DATASET_ID = "uoft-cs/cifar10"  # the Hub dataset the loan's local copy is
@@ -71,29 +73,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repo_id = args.repo_id or f"{NAMESPACE}/{args.zoo_dir.name}"
     with tempfile.TemporaryDirectory() as tmp:
-        weights, run = read_loan(args.files_at, Path(tmp))
-
-        def write(folder: Path) -> None:
-            with safe_open(args.files_at / WEIGHTS_FILE, "pt") as brought:
-                save_file(weights, folder / WEIGHTS_FILE, brought.metadata())
-            for name in RUN_FILES:
-                (folder / name).write_bytes((run / name).read_bytes())
-            config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-            # stored in bf16, computed in fp32: transformers' from_pretrained takes the config's dtype (without one,
-            # the weights' bf16), timm's loaders always build fp32
-            (folder / CONFIG_FILE).write_text(json.dumps({**config, "dtype": "float32"}, indent=2) + "\n")
-            log = (run / "train.log").read_text(encoding="utf-8", errors="replace")
-            (folder / "train.log").write_text(drop_progress_bars(log), encoding="utf-8")
-            card = build_model_card(
-                read_results(folder / RESULTS_FILE),
-                config,
-                repo_id,
-                num_params=count_parameters(folder / WEIGHTS_FILE),
-                dataset_id=DATASET_ID,
-            )
-            card.save(folder / CARD_FILE)
-
-        replace_folder(args.zoo_dir, write)
+        weights, run = read_loan(args.files_at, Path(tmp) / "loan")
+        files = Path(tmp) / "files"  # the folder without its card, which push-to-hub's staging renders
+        files.mkdir()
+        with safe_open(args.files_at / WEIGHTS_FILE, "pt") as brought:
+            save_file(weights, files / WEIGHTS_FILE, brought.metadata())
+        for name in RUN_FILES:
+            (files / name).write_bytes((run / name).read_bytes())
+        config = json.loads((files / CONFIG_FILE).read_text(encoding="utf-8"))
+        # stored in bf16, computed in fp32: transformers' from_pretrained takes the config's dtype (without one, the
+        # weights' bf16); timm's loaders always build fp32
+        (files / CONFIG_FILE).write_text(json.dumps({**config, "dtype": "float32"}, indent=2) + "\n")
+        log = (run / "train.log").read_text(encoding="utf-8", errors="replace")
+        (files / "train.log").write_text(drop_progress_bars(log), encoding="utf-8")
+        repo = stage_repo_folder(files, repo_id, Path(tmp) / "repo", dataset_id=DATASET_ID)
+        replace_folder(args.zoo_dir, lambda folder: shutil.copytree(repo, folder, dirs_exist_ok=True))
     print(f"{args.zoo_dir}: {', '.join(sorted(p.name for p in args.zoo_dir.iterdir()))}")
     return 0
 
