@@ -44,8 +44,9 @@ BUDGET=${BUDGET:-585}
 SMOKE=${SMOKE:-0}
 DATA=${DATA:-data/cifar10}
 OUT=${OUT:-runs/zoo-out}
-run=runs/zoo/$MODEL-cifar10  # kept on the machine: a second command resumes it
-keep=runs/zoo-loan           # what is packed
+RUNS=${RUNS:-runs}
+run=$RUNS/zoo/$MODEL-cifar10  # kept on the machine: a second command resumes it
+keep=$RUNS/zoo-loan           # what is packed
 rm -rf "$keep"; mkdir -p "$OUT" "$keep" "$run"
 left() { echo $((start + BUDGET - $(date +%s))); }
 log() { echo "[$(($(date +%s) - start)) s] $*" | tee -a "$keep/loan.log"; }

@@ -6,6 +6,8 @@ user fine-tunes it with the one command README's "Trained models" gives."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +26,7 @@ MODELS = sorted(path for path in (REPO / "zoo").glob("*/model.safetensors"))
 ZOO = [path.parent for path in MODELS]
 sys.path.insert(0, str(REPO))
 from study.zoo_commit import DATASET_ID, NAMESPACE, drop_progress_bars  # noqa: E402
+from study.zoo_commit import main as zoo_commit  # noqa: E402
 
 # what a user without the plugin runs: transformers' model (top-1 on the sample's test images) and pipeline, and stock
 # timm's two ways in (timm's local-dir: and the overlay of the weights file on the architecture the config names)
@@ -135,3 +138,22 @@ def test_train_log_keeps_the_runs_lines_without_its_progress_bars():
         "\repoch 1:   1%|          | 512/48640 [00:39<1:01:26, 13.05img/s, loss=2.3]\repoch 1/2  train loss 2.2\n"
     )
     assert drop_progress_bars(log) == "set-up: 9.7 s\nfirst step: began 31.0 s after\nepoch 1/2  train loss 2.2\n"
+
+
+@pytest.mark.slow
+def test_a_zoo_loan_smoke_run_comes_back_and_becomes_a_zoo_folder(tmp_path):
+    """``SMOKE=1 bash study/zoo_loan.sh`` (a 1-block model, 2 epochs of the shipped sample, on the CPU), then
+    ``study/zoo_commit.py`` on what it left in $OUT: catches a loan whose weights do not come back within the device's
+    limits (8 files of 16 MiB), a bf16 copy that is not the fp32 weights rounded, and a folder without its card."""
+    env = {**os.environ, "SMOKE": "1", "DATA": "cifar10-sample", "EPOCHS": "2", "RUNS": str(tmp_path / "runs"),
+           "OUT": str(tmp_path / "out")}  # fmt: skip
+    done = subprocess.run(["bash", "study/zoo_loan.sh"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "finished: weights and the run's files brought back" in done.stdout, done.stdout
+    back = sorted((tmp_path / "out").iterdir())
+    assert len(back) <= 8 and all(path.stat().st_size < 16 * 2**20 for path in back)
+    assert zoo_commit([str(tmp_path / "out"), str(tmp_path / "zoo" / "tiny.cifar10")]) == 0
+    folder = tmp_path / "zoo" / "tiny.cifar10"
+    assert json.loads((folder / "config.json").read_text())["dtype"] == "float32"
+    card = (folder / "README.md").read_text()
+    assert "structinit-hf train --model vit_tiny_impulse3 --model-kwargs depth=1 --dataset uoft-cs/cifar10 " in card
+    assert "%|" not in (folder / "train.log").read_text() and "test: top-1" in (folder / "train.log").read_text()
