@@ -14,9 +14,9 @@
 #
 #   mkdir -p data && cp -r ../shared/data/cifar10 ../shared/device-wheels data/
 #   mkdir -p data/compile-cache && cp study/records/gpu/compile-cache/*.bin data/compile-cache/ 2>/dev/null
-#   git rm -r -q --cached study/records && echo study/records/ >> .git/info/exclude  # the records stay here
+#   git rm -r -q --cached study/records zoo && printf "%s\n" study/records/ zoo/ >> .git/info/exclude  # stay here
 #   device run (carry: data/cifar10 data/device-wheels data/compile-cache) -> the command above, twice
-#   git reset -q HEAD study/records && sed -i '/^study\/records\/$/d' .git/info/exclude    # the records tracked again
+#   git reset -q HEAD study/records zoo && sed -i '/^\(study\/records\|zoo\)\/$/d' .git/info/exclude    # tracked again
 #
 # What comes back: $OUT/loan.tgz (loan.log, progress.log, each run's record, metrics and train.log) and, where the
 # runs compiled with no cache for this card and torch, that cache, $OUT/torch-<version>-<card>.bin (under 16 MiB):
