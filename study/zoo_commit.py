@@ -66,7 +66,7 @@ def read_loan(files_at: Path, unpacked: Path) -> tuple[dict[str, torch.Tensor], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("files_at", type=Path, help="the folder a zoo loan's files came back to")
     parser.add_argument("zoo_dir", type=Path, help="the model's folder, e.g. zoo/vit_tiny_impulse3.cifar10")
     parser.add_argument("--repo-id", help=f"the Hub repo the card names (default: {NAMESPACE}/<folder name>)")
