@@ -21,7 +21,7 @@
 # 22 MB), the fp32 weights in two parts (fp32-model.safetensors.part-aa, -ab: `cat` joins them), and zoo.tgz (the
 # run's config.json, results.json, metrics.jsonl and train.log, and loan.log). Then, here:
 #
-#   python study/zoo_commit.py <files_at> zoo/<MODEL>-cifar10
+#   python study/zoo_commit.py <files_at> zoo/<MODEL>.cifar10   # then the two re-scores its docstring gives
 #
 # The schedule, fixed for the zoo's three models: 120 epochs (6 warming up, the paper's 5%), chosen from the rates
 # measured so far: the paper's model trains at 16,045 img/s in a compiled bf16 bare loop on an H200 (loan of
