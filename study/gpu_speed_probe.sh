@@ -4,16 +4,17 @@
 # and from autotuned kernels, side by side with the compile train.py uses, one process, one round. The command
 # (carry: data/device-wheels; the tree as study/zoo_loan.sh's header says):
 #
-#   BUDGET=270 bash study/gpu_speed_probe.sh
+#   BUDGET=265 bash study/gpu_speed_probe.sh
 #
-# Comes back: $OUT/probe.tgz (loan.log, importtime.log, training/results.json). SMOKE=1: the CPU, a 1-block model.
+# Comes back: $OUT/probe.tgz (loan.log, importtime-first.log, importtime-second.log, speed.log, training/results.json). SMOKE=1: the CPU, a 1-block model.
 set -uo pipefail
 start=$(date +%s)
-BUDGET=${BUDGET:-270}
+BUDGET=${BUDGET:-265}
 OUT=${OUT:-runs/probe-out}
 keep=runs/probe
 rm -rf "$keep"; mkdir -p "$OUT" "$keep"
 left() { echo $((start + BUDGET - $(date +%s))); }
+limit() { local s=$(($(left) - $1)); echo $((s > 1 ? s : 1)); }  # a timeout leaving $1 s of the budget (at least 1 s)
 log() { echo "[$(($(date +%s) - start)) s] $*" | tee -a "$keep/loan.log"; }
 trap 'tar czf "$OUT/probe.tgz" -C runs probe' EXIT
 
@@ -32,7 +33,7 @@ speed=(--data "${DATA:-data/cifar10}" --out "$keep/training" --modes "${modes[@]
 [ "${SMOKE:-0}" = 1 ] && speed=(--data x --out "$keep/training" --modes fp32 --bare-only --rounds 1 --steps 2
     --batch-size 8 --model-kwargs depth=1 --threads 1 --pipelines)
 log "speed: python study/benchmark_training.py ${speed[*]}"
-timeout $(($(left) - 10)) python3 study/benchmark_training.py "${speed[@]}" > "$keep/speed.log" 2>&1
+timeout -k 5 "$(limit 10)" python3 study/benchmark_training.py "${speed[@]}" > "$keep/speed.log" 2>&1
 log "speed: exit $?"
 grep -E "^round" "$keep/speed.log" | tee -a "$keep/loan.log"
 log "done"

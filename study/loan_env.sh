@@ -1,7 +1,8 @@
 # Sourced by the loan scripts (study/zoo_loan.sh, study/gpu_speed_probe.sh) on a lent GPU: the libraries the machine's
 # image lacks (timm 1.0.31, datasets: data/device-wheels, carried), offline Hugging Face, loader workers sharing
 # through files, and the versions and the card in the log ($keep/loan.log).
-if ! python3 -c "import datasets, timm; assert timm.__version__ >= '1.0.31'" 2>/dev/null; then
+if ! python3 -c "import datasets, timm; from packaging.version import Version
+assert Version(timm.__version__) >= Version('1.0.31')" 2>/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site data/device-wheels/*.whl || return 1
     export PYTHONPATH=/tmp/site
 fi

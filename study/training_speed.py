@@ -6,7 +6,7 @@ arms alike:
 
 - ``bare``: the model, AdamW, label-smoothed cross-entropy and gradient clipping on pre-made tensors
   already on the device; autocast and ``torch.compile`` as the mode says.  Images/s over ``steps`` steps
-  after one untimed step (the compilation, for a compiled mode).
+  after three untimed steps (the compilation, and CUDA graphs' recording, for a compiled mode).
 - ``script``: :func:`structinit_hf.train.training.loop.train` itself with ``--mixed-precision`` / ``--compile`` set by
   the mode and every other flag at its default (workers, pinned memory, input pipeline, the full
   augmentation recipe): two epochs of ``steps`` global batches of real images, images/s of the second
@@ -51,6 +51,8 @@ from structinit_hf.train._internal import (
 )
 
 __all__ = ["MODES", "measure_throughput", "throughput_parser"]
+
+WARMUP_STEPS = 3  # untimed steps of the bare loop before its timed ones
 
 # (precision, compile): True is torch.compile's default mode, as train.py compiles; a mode's name (CUDA graphs,
 # autotuned kernels) is timed on the bare loop alone, the speed a train.py option for it could buy
@@ -106,7 +108,8 @@ def bare_arm(args: argparse.Namespace, mode: str, device: torch.device) -> float
         optimizer.step()
         optimizer.zero_grad()
 
-    step(images[0], labels[0])  # warm-up (and compilation)
+    for _ in range(WARMUP_STEPS):  # compilation; CUDA graphs are recorded on a later call than the first
+        step(images[0], labels[0])
     _synchronize(device)
     start = time.perf_counter()
     for x, y in zip(images[1:], labels[1:], strict=True):

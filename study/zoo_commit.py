@@ -34,7 +34,7 @@ from structinit_hf.train._internal import stage_repo_folder
 WEIGHTS_FILE, CONFIG_FILE, RESULTS_FILE = "model.safetensors", "config.json", "results.json"  # a run's final/ files
 
 NAMESPACE = "structinit-hf"  # the Hub organisation the zoo's cards name
-DATASET_ID = "uoft-cs/cifar10"  # the Hub dataset the loan's local copy is
+DATASET_ID = "uoft-cs/cifar10"  # the Hub dataset the loan's data/cifar10 copies
 RUN_FILES = (CONFIG_FILE, RESULTS_FILE, "metrics.jsonl", "loan.log")
 # one frame of a tqdm bar ("epoch 3:  42%|####      | 20480/48640 [00:40<00:08, 3299.57img/s, loss=...]")
 _BAR = re.compile(r"[^\r\n|]*\d+%\|[^|]*\|[^\]\n]*\]")
@@ -59,6 +59,8 @@ def read_loan(files_at: Path, unpacked: Path) -> tuple[dict[str, torch.Tensor], 
     fp32 = load(b"".join(part.read_bytes() for part in parts))
     with safe_open(files_at / WEIGHTS_FILE, "pt") as weights:
         bf16 = {name: weights.get_tensor(name) for name in weights.keys()}
+    if fp32.keys() != bf16.keys():
+        sys.exit(f"{files_at}: {WEIGHTS_FILE} and the fp32 weights hold different tensors")
     for name, tensor in fp32.items():
         if not torch.equal(bf16[name], tensor.to(bf16[name].dtype)):
             sys.exit(f"{files_at}: {WEIGHTS_FILE}'s {name} is not the fp32 weights' rounded to bf16")
@@ -70,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files_at", type=Path, help="the folder a zoo loan's files came back to")
     parser.add_argument("zoo_dir", type=Path, help="the model's folder, e.g. zoo/vit_tiny_impulse3.cifar10")
     parser.add_argument("--repo-id", help=f"the Hub repo the card names (default: {NAMESPACE}/<folder name>)")
+    parser.add_argument(
+        "--dataset-id", default=DATASET_ID, help=f"the Hub dataset the run's data copies; '' for none ({DATASET_ID})"
+    )
     args = parser.parse_args(argv)
     repo_id = args.repo_id or f"{NAMESPACE}/{args.zoo_dir.name}"
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         (files / CONFIG_FILE).write_text(json.dumps({**config, "dtype": "float32"}, indent=2) + "\n")
         log = (run / "train.log").read_text(encoding="utf-8", errors="replace")
         (files / "train.log").write_text(drop_progress_bars(log), encoding="utf-8")
-        repo = stage_repo_folder(files, repo_id, Path(tmp) / "repo", dataset_id=DATASET_ID)
+        repo = stage_repo_folder(files, repo_id, Path(tmp) / "repo", dataset_id=args.dataset_id or None)
         replace_folder(args.zoo_dir, lambda folder: shutil.copytree(repo, folder, dirs_exist_ok=True))
     print(f"{args.zoo_dir}: {', '.join(sorted(p.name for p in args.zoo_dir.iterdir()))}")
     return 0

@@ -47,8 +47,11 @@ OUT=${OUT:-runs/zoo-out}
 RUNS=${RUNS:-runs}
 run=$RUNS/zoo/$MODEL-cifar10  # kept on the machine: a second command resumes it
 keep=$RUNS/zoo-loan           # what is packed
-rm -rf "$keep"; mkdir -p "$OUT" "$keep" "$run"
+# a second command of the loan resumes the run and adds to the first's loan.log
+[ -d "$run/checkpoints" ] || rm -rf "$keep"; mkdir -p "$OUT" "$keep" "$run"
 left() { echo $((start + BUDGET - $(date +%s))); }
+limit() { local s=$(($(left) - $1)); echo $((s > 1 ? s : 1)); }  # a timeout leaving $1 s of the budget (at least 1 s)
+trap 'tar czf "$OUT/zoo.tgz" -C "$(dirname "$keep")" "$(basename "$keep")"' EXIT  # the logs come back, cut or not
 log() { echo "[$(($(date +%s) - start)) s] $*" | tee -a "$keep/loan.log"; }
 
 source study/loan_env.sh || exit 1
@@ -60,7 +63,7 @@ train=(--model "$MODEL" --dataset "$DATA" --epochs "$EPOCHS" --warmup-epochs "$w
     --no-compile)
 log "train: python scripts/train.py ${train[*]}"
 echo "\$ python scripts/train.py ${train[*]}" >> "$run/train.log"
-timeout -s TERM $(($(left) - 45)) python3 scripts/train.py "${train[@]}" >> "$run/train.log" 2>&1
+timeout -s TERM -k 30 "$(limit 45)" python3 scripts/train.py "${train[@]}" >> "$run/train.log" 2>&1
 log "train: exit $?"
 grep -aoE "set-up: [0-9.]+ s|first step: began [0-9.]+ s after the process started|\
 torch.compile: the first step took [0-9.]+ s|epoch [0-9]+/[0-9]+ .*\([0-9.]+ s\)|test: top-1 .*" "$run/train.log" \
@@ -88,4 +91,3 @@ else
 fi
 nvidia-smi --query-gpu=name,memory.used --format=csv 2>/dev/null | tee -a "$keep/loan.log"
 log "done"
-tar czf "$OUT/zoo.tgz" -C "$(dirname "$keep")" "$(basename "$keep")"

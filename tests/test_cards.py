@@ -17,6 +17,7 @@ from structinit_hf.train import PushSettings, push_to_hub
 from structinit_hf.train.models import loading
 from structinit_hf.train.publish.cards import CARD_TAGS, TEMPLATE_DIR, build_model_card, model_family, read_results
 from structinit_hf.train.publish.hub import CARD_FILE, stage_repo_folder
+from structinit_hf.train.settings import SAMPLE_DATASETS
 
 CIFAR10_LABELS = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 REPO_ID = "my-org/vit_tiny_impulse3.cifar10"
@@ -209,8 +210,12 @@ def test_a_card_says_where_it_trained_and_the_command_that_trains_it_again(run):
         "--model-kwargs depth=1 --dataset uoft-cs/cifar10"
     )  # lr and opt_eps at their defaults, where the run was kept left out
     assert ") on one NVIDIA H200, with `scripts/train.py`" in card
-    cpu = build_model_card({**results, "numerics": {"torch_threads": 2}}, config, REPO_ID, num_params=1).text
-    assert ") on the CPU, with" in cpu
+    sample = str(SAMPLE_DATASETS["cifar10-sample"])
+    local = {**results, "dataset": sample, "args": {**results["args"], "dataset": sample}, "numerics": {"gpu": "H200"}}
+    local.update(global_batch=512, micro_batch=64, grad_accum=1)  # 8 processes
+    cpu = build_model_card({**local, "numerics": {"torch_threads": 2}}, config, REPO_ID, num_params=1).text
+    assert ") on the CPU, with" in cpu and " --dataset cifar10-sample" in cpu and "/samples/" not in cpu
+    assert ") on 8 processes on H200 GPUs, with" in build_model_card(local, config, REPO_ID, num_params=1).text
 
 
 @pytest.mark.parametrize(

@@ -151,9 +151,9 @@ def test_a_zoo_loan_smoke_run_comes_back_and_becomes_a_zoo_folder(tmp_path):
     assert done.returncode == 0 and "finished: weights and the run's files brought back" in done.stdout, done.stdout
     back = sorted((tmp_path / "out").iterdir())
     assert len(back) <= 8 and all(path.stat().st_size < 16 * 2**20 for path in back)
-    assert zoo_commit([str(tmp_path / "out"), str(tmp_path / "zoo" / "tiny.cifar10")]) == 0
+    assert zoo_commit([str(tmp_path / "out"), str(tmp_path / "zoo" / "tiny.cifar10"), "--dataset-id", ""]) == 0
     folder = tmp_path / "zoo" / "tiny.cifar10"
     assert json.loads((folder / "config.json").read_text())["dtype"] == "float32"
     card = (folder / "README.md").read_text()
-    assert "structinit-hf train --model vit_tiny_impulse3 --model-kwargs depth=1 --dataset uoft-cs/cifar10 " in card
+    assert "structinit-hf train --model vit_tiny_impulse3 --model-kwargs depth=1 --dataset cifar10-sample " in card
     assert "%|" not in (folder / "train.log").read_text() and "test: top-1" in (folder / "train.log").read_text()

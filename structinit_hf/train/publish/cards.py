@@ -178,8 +178,8 @@ def _train_command(args: dict[str, Any], dataset_id: str | None) -> str:
         if name in _RUN_ONLY_ARGS or _SECRET_ARG.search(name) or value is None or (value == default and not always):
             continue
         flag = f"--{name.replace('_', '-')}"
-        if name == "dataset" and dataset_id:
-            value = dataset_id
+        if name == "dataset":
+            value = dataset_id or _dataset_word(value)
         if isinstance(value, bool):
             words += [flag] if value else [f"--no-{name.replace('_', '-')}"] if name == "compile" else []
         elif isinstance(value, dict):
@@ -191,10 +191,23 @@ def _train_command(args: dict[str, Any], dataset_id: str | None) -> str:
     return shlex.join(words)
 
 
+def _dataset_word(dataset: str) -> str:
+    """How a command names a run's local dataset (one that is no copy of a Hub dataset): the shipped sample by its
+    name, another folder by its own name, as the user's copy of it (the card never shows where the run kept it)."""
+    from ..settings import SAMPLE_DATASETS
+
+    sample = next((name for name, path in SAMPLE_DATASETS.items() if Path(dataset) == path), None)
+    return sample or f"{Path(dataset).name}/"
+
+
 def _hardware(results: dict[str, Any]) -> str:
-    """Where the run trained, as its record says: the GPU, else the CPU."""
+    """Where the run trained, as its record says: the GPU (and how many processes shared the batch), else the CPU."""
     numerics = results.get("numerics") or {}
-    return f"one {numerics['gpu']}" if numerics.get("gpu") else "the CPU" if numerics else "a machine not recorded"
+    if not numerics.get("gpu"):
+        return "the CPU" if numerics else "a machine not recorded"
+    micro = (results.get("micro_batch") or 0) * (results.get("grad_accum") or 1)
+    processes = results.get("global_batch", 0) // micro if micro else 1
+    return f"one {numerics['gpu']}" if processes <= 1 else f"{processes} processes on {numerics['gpu']} GPUs"
 
 
 def _duration(seconds: float) -> str:
