@@ -108,12 +108,31 @@ def test_a_zoo_card_is_the_card_the_package_renders(folder):
     assert "on one NVIDIA H" in str(card) and f"--epochs {read_results(folder / 'results.json')['epochs']}" in str(card)
 
 
-def test_a_zoo_model_is_pushed_as_it_is(tmp_path, online, no_xet):  # noqa: F811
-    """Catches push-to-hub refusing a zoo folder (no final/) or dropping the run's record from the upload."""
+# an online user (HF_ENDPOINT on the stand-in) asks timm for the registered pretrained tag the zoo model publishes
+BY_TAG = """
+import sys, timm, torch, structinit_hf
+images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+by_tag = timm.create_model("vit_tiny_impulse3.cifar10", pretrained=True).eval()
+folder = timm.create_model("local-dir:" + sys.argv[1], pretrained=True).eval()
+with torch.no_grad():
+    torch.testing.assert_close(by_tag(images), folder(images), rtol=0, atol=0)
+print("loaded", by_tag.pretrained_cfg["hf_hub_id"])
+"""
+
+
+@pytest.mark.slow
+def test_a_zoo_model_is_pushed_as_it_is_and_its_timm_tag_downloads_it(tmp_path, online, no_xet):  # noqa: F811
+    """Catches push-to-hub refusing a zoo folder (no final/) or dropping the run's record from the upload, and a zoo
+    model that the registered tag ``vit_tiny_impulse3.cifar10`` (its hf_hub_id) would not load once published."""
     folder = REPO / "zoo" / "vit_tiny_impulse3.cifar10"
     with FakeHub(token=TOKEN) as hub:
         push_to_hub(PushSettings(folder, f"{NAMESPACE}/{folder.name}", endpoint=hub.url, dataset_id=DATASET_ID))
         snapshot = hub.write_snapshot(f"{NAMESPACE}/{folder.name}", tmp_path / "arrived")
+        env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_ENDPOINT": hub.url, "HF_HOME": str(tmp_path / "hf_home"),
+               "HF_HUB_DISABLE_XET": "1"}  # fmt: skip
+        command = [sys.executable, "-c", BY_TAG, str(folder)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and f"loaded {NAMESPACE}/{folder.name}" in done.stdout, done.stderr[-3000:]
     arrived = sorted(path.name for path in snapshot.iterdir())
     assert arrived == sorted(path.name for path in folder.iterdir())
     assert (snapshot / "model.safetensors").read_bytes() == (folder / "model.safetensors").read_bytes()
