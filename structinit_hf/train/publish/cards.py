@@ -105,14 +105,15 @@ def model_family(model_name: str) -> str:
     return "convit" if architecture.startswith("convit") else "timm"
 
 
-def hub_dataset_id(dataset: str, dataset_id: str | None = None) -> tuple[str | None, bool]:
+def hub_dataset_id(dataset: str, dataset_id: str | None = None, digest: str | None = None) -> tuple[str | None, bool]:
     """The Hub id to declare in the card (``None`` for a local dataset that is no copy of a Hub one) and whether the
     run read a local folder.
 
     ``dataset`` is what the run trained on (a Hub id or a local path); ``dataset_id`` names the Hub dataset a local
-    folder is a copy of, so the card links it.
+    folder is a copy of, so the card links it; ``digest``, the run's ``dataset_digest``, which only a local folder
+    has (a run's card then reads the same wherever it is rendered, the folder there or not).
     """
-    is_local = Path(dataset).expanduser().exists() or not _HUB_ID.match(dataset)
+    is_local = digest is not None or Path(dataset).expanduser().exists() or not _HUB_ID.match(dataset)
     chosen = dataset_id if dataset_id is not None else (None if is_local else dataset)
     if chosen is not None and not _HUB_ID.match(chosen):
         raise ValueError(f"dataset_id {chosen!r} is not a Hub dataset id ('name' or 'namespace/name')")
@@ -383,7 +384,7 @@ def build_model_card(
         attention_image: path, inside the repo, of the initial attention maps picture, when the run has one.
     """
     family = model_family(checkpoint_config.get("architecture") or results["model"])
-    dataset, dataset_is_local = hub_dataset_id(results["dataset"], dataset_id)
+    dataset, dataset_is_local = hub_dataset_id(results["dataset"], dataset_id, results.get("dataset_digest"))
     local_name = Path(results["dataset"]).name
     attention_init, init = _split_attention_init(results["init"], family)
     architecture = _architecture_context(results, checkpoint_config, num_params)
