@@ -121,6 +121,18 @@ CELLS: tuple[Cell, ...] = (
     ),
     Cell(
         "mlp",
+        "ViT width 192, lr 3e-4, CIFAR-10",
+        (*_in("cpu-proxy-n2500-w192-lr3e-4-cifar10"), *_in("cpu/cpu-proxy-n2500-w192-lr3e-4-cifar10", WIDTH)),
+        "default",
+        versus=(
+            ("default-mlpmimetic", "default"),
+            ("impulse3-mlpmimetic", "impulse3"),
+            ("mimetic-mlpmimetic", "mimetic"),
+        ),
+        note="CPU runs only; the seeds the queue (study/queues/issue-73.txt) has reached",
+    ),
+    Cell(
+        "mlp",
         "DeiT-III",
         _in("cpu-proxy-n2500-deit3-cifar10"),
         "model-default",
