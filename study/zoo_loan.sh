@@ -32,7 +32,7 @@
 # compiling the first step), testing and packing, 490 s, which leaves a fifth of the 585-s budget to a slower card.
 # (The paper's 200 epochs would need two commands of one loan; 150, the estimate, leaves no margin.)
 #
-# The first loan (2026-11-28, an H200): 514.7 s for the command, 444 s of it training (3.1-3.4 s an epoch), 83.90% top-1
+# The first loan (2026-11-28, an H200): 514.7 s for the command, 444 s of it training (median 3.2 s an epoch), 83.90% top-1
 # on the test images (study/records/gpu/loan-2026-11-28-h200-zoo/).
 #
 # SMOKE=1 checks this script on a CPU machine: a 1-block model, 2 epochs of 512 sample images, no compiling.
