@@ -55,7 +55,7 @@ CELLS: tuple[Cell, ...] = (
         "ViT width 192, lr 3e-4, CIFAR-10",
         (*_in("cpu-proxy-n2500-w192-lr3e-4-cifar10"), *_in("cpu/cpu-proxy-n2500-w192-lr3e-4-cifar10", WIDTH)),
         "default",
-        _PLAIN[:1],
+        _PLAIN,
         note="CPU runs only (seeds 1-2 of the committed impulse and default ran on a GPU: study/records/width/gpu)",
     ),
     Cell(
@@ -129,7 +129,7 @@ CELLS: tuple[Cell, ...] = (
             ("impulse3-mlpmimetic", "impulse3"),
             ("mimetic-mlpmimetic", "mimetic"),
         ),
-        note="CPU runs only; the seeds the queue (study/queues/issue-73.txt) has reached",
+        note="CPU runs only",
     ),
     Cell(
         "mlp",
@@ -139,6 +139,7 @@ CELLS: tuple[Cell, ...] = (
         versus=(
             ("model-default-mlpmimetic", "model-default"),
             (f"{_MODEL}-attnls1-mlpmimetic", f"{_MODEL}-attnls1"),
+            ("model-mimetic-mlpmimetic", "model-mimetic"),
         ),
     ),
 )
