@@ -45,6 +45,7 @@ def test_auto_writes_its_familys_choice_records_it_and_says_it(name, caplog):
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("structinit_hf")]
     said = [line for line in lines if line.startswith("init 'auto'")]
     assert len(said) == 1 and AUTO_INITS[family][2] in said[0]
+    assert all(f"{k}={v!r}" in said[0] for k, v in AUTO_INITS[family][1].items())  # control='normmatched' named
     assert ("timm's default init, left as built" in said[0]) == (method == "default")
 
 

@@ -187,12 +187,12 @@ def _restore(model: nn.Module, saved: tuple[dict[str, torch.Tensor], dict[str, A
     model.__dict__.update(records)
 
 
-def _auto_choice(model: nn.Module, method: str) -> str:
-    """What init "auto" wrote, in words: the method and the family defaults it took."""
+def _auto_choice(model: nn.Module, method: str, options: dict[str, Any]) -> str:
+    """What init "auto" wrote, in words: the method, the options it chose and the family defaults it took."""
     if method == "default":
         return "timm's default init, left as built"
-    defaults = getattr(model, "structinit_defaults", {})
-    return f"{method} init" + (f" with {', '.join(f'{k}={v!r}' for k, v in defaults.items())}" if defaults else "")
+    chosen = {k: v for k, v in options.items() if k != "seed"} | getattr(model, "structinit_defaults", {})
+    return f"{method} init" + (f" with {', '.join(f'{k}={v!r}' for k, v in chosen.items())}" if chosen else "")
 
 
 def _foreign_options(family: str, options: dict) -> list[str]:
@@ -250,7 +250,7 @@ def apply_structured_init(model: nn.Module, method: str = "impulse", **options) 
         method, options, reason = auto_init(model, options)
         apply_structured_init(model, method, **options)
         model.structinit_auto = {"method": method, "options": options, "reason": reason}
-        _say(f"init 'auto' on {type(model).__name__}: {_auto_choice(model, method)} ({reason})")
+        _say(f"init 'auto' on {type(model).__name__}: {_auto_choice(model, method, options)} ({reason})")
         return model
     if method == "default":
         settings = init_settings(method, options)

@@ -76,6 +76,13 @@ CELLS: tuple[Cell, ...] = (
         ),
     ),
     Cell(
+        "control",
+        "RoPE ViT, 50 epochs (impulse with mimetic V/O and the attention layer scale at 1)",
+        _in("cpu-proxy-n2500-rope-long-cifar10"),
+        "model-default",
+        ((f"{_MODEL}-mimeticvo-attnls1", f"{_MODEL}-mimeticvo-attnls1-normmatched"),),
+    ),
+    Cell(
         "relpos",
         "relative-position ViT as timm builds it (weight_init='reset', bias MLP, layer scale 1e-6)",
         _in("cpu-proxy-n2500-relpos-cifar10"),
