@@ -149,3 +149,16 @@ def test_the_structure_arms_name_their_base_arm_and_option():
         added = {k: v for k, v in arm.model_kwargs.items() if base.model_kwargs.get(k) != v}
         assert arm.model == base.model and len(added) == 1 or name == "model-default-mlpmimetic", name
     assert STRUCTURE_ARMS["model-impulse3-mimeticvo-attnls1-normmatched"].model_kwargs["control"] == "normmatched"
+
+
+def test_the_control_of_an_init_with_mimetic_mlps_redraws_their_shift_too():
+    """Catches the control and mlp_init="mimetic" combined in another order than documented (docs/method.md: the
+    control redraws every tensor the init wrote, the shifted first MLP layers included): a control that keeps the
+    MLP's mean, or one whose MLP norm is not the shifted layer's."""
+    built = _tiny("vit_tiny_patch16_224")
+    shifted = apply_structured_init(copy.deepcopy(built), "impulse", mlp_init="mimetic")
+    control = apply_structured_init(copy.deepcopy(built), "impulse", mlp_init="mimetic", control="normmatched")
+    for wrote, drawn in zip(first_mlp_layers(shifted), first_mlp_layers(control), strict=True):
+        assert wrote.weight.mean() > 0.5 * wrote.weight.std()  # mimetic MLP's shift: the mean is the spread
+        assert torch.allclose(drawn.weight.norm(), wrote.weight.norm(), rtol=1e-4)
+        assert drawn.weight.mean().abs() < 0.2 * drawn.weight.std()
