@@ -1,7 +1,8 @@
 """README's "Which init, when" as one figure: per family and setting, the impulse's and mimetic's paired gain over
 timm's default (mean, min-max over seeds; filled where ahead or behind under the tie rule), and, where it was
 measured, the impulse's norm-matched control. Read from the campaign's record (``campaign/results.json``) and the
-structure record; trains nothing."""
+structure record (a row with a control takes all three from its structure cell, so that they pair the same runs);
+trains nothing."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ ADVICE_ROWS: tuple[tuple[str, str, tuple[str, ...], str, str, str | None, str | 
     ("ViT", "5,000 images, Mixup + CutMix", ("augmentation", "regimes", "mixcut"), "default", "impulse3", "mimetic",
      None),
     ("ViT", "width 96, lr 3e-4", ("width", "2500/96/0.0003"), "default", "impulse3", "mimetic", None),
-    ("ViT", "width 192, lr 3e-4", ("width", "2500/192/0.0003"), "default", "impulse3", "mimetic",
+    ("ViT", "width 192, lr 3e-4 (CPU runs)", ("width", "2500/192/0.0003"), "default", "impulse3", "mimetic",
      "ViT width 192, lr 3e-4, CIFAR-10"),
     ("ViT", "width 48, 50 epochs", ("lengths", "50"), "default", "impulse3", "mimetic", None),
     ("ViT", "width 48, 200 epochs", ("convergence", "cifar10", "200"), "default", "impulse3", "mimetic", None),
@@ -41,12 +42,14 @@ ADVICE_ROWS: tuple[tuple[str, str, tuple[str, ...], str, str, str | None, str | 
     ("DeiT-III", "impulse with layer scale 1", ("beyond", "settings", "deit3/0.001"), "model-default",
      "model-impulse3-attnls1", "model-mimetic", "DeiT-III (impulse with the attention layer scale at 1)"),
     ("relative-position ViT", "as timm builds it", ("beyond", "settings", "relpos/0.001"), "model-default",
-     "model-impulse3", "model-mimetic", None),
+     "model-impulse3", "model-mimetic",
+     "relative-position ViT as timm builds it (weight_init='reset', bias MLP, layer scale 1e-6)"),
     ("RoPE ViT", "impulse + mimetic V/O, layer scale 1", ("beyond", "settings", "rope/0.001"), "model-default",
      "model-impulse3-mimeticvo-attnls1", "model-mimetic",
      "RoPE ViT (impulse with mimetic V/O and the attention layer scale at 1)"),
     ("RoPE ViT", "the same, 50 epochs", ("beyond", "settings", "rope/50ep"), "model-default",
-     "model-impulse3-mimeticvo-attnls1", None, None),
+     "model-impulse3-mimeticvo-attnls1", None,
+     "RoPE ViT, 50 epochs (impulse with mimetic V/O and the attention layer scale at 1)"),
 )  # fmt: skip
 
 
@@ -58,13 +61,14 @@ def _at(record: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any] |
 
 def advice_rows(campaign: Mapping[str, Any], structure: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each row of :data:`ADVICE_ROWS` with its comparisons (``None`` where not measured)."""
-    cells = {cell["title"]: cell for cell in structure["cells"] if cell["group"] == "control"}
+    cells = {cell["title"]: cell for cell in structure["cells"] if cell["group"] in ("control", "relpos")}
     rows = []
     for family, setting, path, reference, impulse, mimetic, cell in ADVICE_ROWS:
         versus = (_at(campaign, path) or {}).get("vs", {}).get(reference, {})
         control = None
-        if cell in cells and impulse in cells[cell]["controls"]:
-            control = cells[cell]["vs_default"].get(cells[cell]["controls"][impulse]["control"])
+        if cell in cells and impulse in (cells[cell]["controls"] or {}):
+            versus = cells[cell]["vs_default"]
+            control = versus.get(cells[cell]["controls"][impulse]["control"])
         rows.append(dict(family=family, setting=setting, impulse=versus.get(impulse),
                          mimetic=versus.get(mimetic) if mimetic else None, control=control))  # fmt: skip
     return rows
