@@ -195,10 +195,12 @@ PROFILES["cpu-proxy-n2500-rope-long"] = replace(
 # why does the impulse trail on the relative-position ViT (issue 73)? Its base init: timm builds vit_relpos_* with
 # weight_init='reset' (PyTorch's Linear default, not the plain ViT's trunc normal 0.02): "-tn" builds it with timm's
 # ViT init (weight_init=''); its relative term: an MLP over log-spaced offsets by default, "-bias" a table (timm's
-# rel_pos_type='bias')
+# rel_pos_type='bias'); "-cls" with a class token, the rows and column the bias leaves at 0
 for _suffix, _args, _what in (
     ("tn", {"weight_init": ""}, "built with timm's ViT init (weight_init='': trunc normal 0.02) instead of 'reset'"),
     ("bias", {"rel_pos_type": "bias"}, "with a relative position bias table (rel_pos_type='bias') instead of the MLP"),
+    ("cls", {"class_token": True, "global_pool": "token"}, "with a class token read by the head (as timm's _cls "
+     "variants: the relative bias padded with 0 in the class token's row and column)"),
 ):
     _base = PROFILES["cpu-proxy-n2500-relpos"]
     PROFILES[f"{_base.name}-{_suffix}"] = replace(

@@ -110,6 +110,15 @@ CELLS: tuple[Cell, ...] = (
     ),
     Cell(
         "relpos",
+        "relative-position ViT with a class token (class_token=True, global_pool='token')",
+        _in("cpu-proxy-n2500-relpos-cls-cifar10"),
+        "model-default",
+        versus=(("model-default", _AS_BUILT),),
+        shown=(_MODEL,),
+        borrowed=(("cpu-proxy-n2500-relpos-cifar10", "model-default", _AS_BUILT),),
+    ),
+    Cell(
+        "relpos",
         "relative-position ViT with layer scale off at init (init_values=1)",
         _in("cpu-proxy-n2500-relpos-ls1-cifar10"),
         "model-default",
