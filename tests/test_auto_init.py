@@ -11,7 +11,7 @@ import timm
 import torch
 
 from structinit_hf import apply_structured_init
-from structinit_hf.benchmark.arms import MODEL_ARMS
+from structinit_hf.benchmark.arms import ALL_ARMS, MODEL_ARMS
 from structinit_hf.benchmark.model_arms import model_inits
 from structinit_hf.init.options import AUTO_INITS, FAMILIES
 from structinit_hf.train.models.loading import load_model
@@ -58,6 +58,22 @@ def test_a_relative_position_vit_built_with_its_layer_scale_at_1_gets_mimetic():
         opened.structinit_auto["method"] == "mimetic" and built.structinit_auto["options"]["control"] == "normmatched"
     )
     assert opened.structinit_auto["reason"] == AUTO_INITS["relpos/open"][2]
+
+
+@pytest.mark.parametrize(
+    ("name", "arm"),
+    [("vit_small_patch16_rope_224", "model-impulse3-mimeticvo-attnls1-normmatched"),
+     ("vit_relpos_small_patch16_224", "model-impulse3-normmatched")],
+)  # fmt: skip
+def test_auto_writes_the_arm_the_evidence_measured(name, arm):
+    """Catches auto's control on the rotary or relative-position ViT drifting from the campaign arm whose records
+    chose it (a family default lost, another kernel, the control on another base)."""
+    torch.manual_seed(0)
+    built = timm.create_model(name, **TINY)
+    auto = apply_structured_init(copy.deepcopy(built), "auto")
+    options = {k: v for k, v in ALL_ARMS[arm].model_kwargs.items() if k != "attention_init"}
+    measured = apply_structured_init(copy.deepcopy(built), ALL_ARMS[arm].model_kwargs["attention_init"], **options)
+    assert all(torch.equal(a, b) for a, b in zip(auto.state_dict().values(), measured.state_dict().values(), strict=True))
 
 
 def test_auto_takes_a_seed_only():

@@ -317,15 +317,18 @@ _IMPULSE_OPTIONS = {"vit": ImpulseOptions, "swin": SwinImpulseOptions, "mixer": 
 FAMILY_IMPULSE_DEFAULTS: dict[str, dict[str, Any]] = {"rope": {"value_init": "mimetic"}}
 
 
-# What init "auto" writes into each family: the init and options the committed evidence says lead timm's default there
-# (the CPU proxy, 3 seeds, the tie rule: docs/campaign.md), or timm's default where nothing led; the one-line reason
-# names the evidence. The impulse takes its family defaults (FAMILY_IMPULSE_DEFAULTS) on top. "<family>/open": the
-# family built with its attention layer scale already at 1, where the evidence differs.
+# What init "auto" writes into each family: what the committed evidence says leads there (the CPU proxy, 3 seeds, the
+# tie rule: docs/campaign.md): a structured init that leads timm's default; the impulse's norm-matched control where
+# that leads the impulse itself (the relative-position and rotary ViTs); timm's default where nothing led. The
+# one-line reason names the evidence. The impulse (and its control) take the family defaults (FAMILY_IMPULSE_DEFAULTS,
+# the layer scale) on top. "<family>/open": the family built with its attention layer scale already at 1, where the
+# evidence differs.
 AUTO_INITS: dict[str, tuple[str, dict[str, Any], str]] = {
     "vit": ("impulse", {}, "the impulse led timm's default on the plain ViT (widths 48-192, CIFAR-10, Fashion-MNIST, "
             "up to 200 epochs) and on DeiT-III with its attention layer scale opened"),
-    "rope": ("impulse", {}, "the impulse with mimetic V/O and its attention layer scale opened led timm's default on "
-             "the rotary ViT (10 and 50 epochs); its norm-matched random control led further: the gain is the scale's"),
+    "rope": ("impulse", {"control": "normmatched"}, "on the rotary ViT random query/key biases and V/O at the "
+             "impulse's norms with its attention layer scale opened (its norm-matched control) led the impulse on "
+             "every seed at 10 and 50 epochs, and timm's default by more: the gain is the scale's"),
     "relpos": ("impulse", {"control": "normmatched"}, "on the relative-position ViT a random relative bias at the "
                "impulse's norms (its norm-matched control) led timm's default on every seed; the shifts trailed"),
     # the same family built with its layer scale off (every gamma at 1: init_values=1.0)
