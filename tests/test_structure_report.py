@@ -66,3 +66,4 @@ def test_every_row_of_the_advice_figure_finds_its_comparisons_in_the_committed_r
     for row, spec in zip(rows, ADVICE_ROWS, strict=True):
         assert row["impulse"] is not None and row["impulse"]["n"] >= 1, spec[:2]
         assert (row["mimetic"] is None) == (spec[5] is None), spec[:2]
+        assert (row["control"] is None) == (spec[6] is None), spec[:2]  # a control cell renamed: no gray point
