@@ -61,15 +61,16 @@ def test_a_relative_position_vit_built_with_its_layer_scale_at_1_gets_mimetic():
 
 
 @pytest.mark.parametrize(
-    ("name", "arm"),
-    [("vit_small_patch16_rope_224", "model-impulse3-mimeticvo-attnls1-normmatched"),
-     ("vit_relpos_small_patch16_224", "model-impulse3-normmatched")],
+    ("name", "built_with", "arm"),
+    [("vit_small_patch16_rope_224", {}, "model-impulse3-mimeticvo-attnls1-normmatched"),
+     ("vit_small_patch16_rope_224", {"init_values": 1.0}, "model-impulse3-mimeticvo"),
+     ("vit_relpos_small_patch16_224", {}, "model-impulse3-normmatched")],
 )  # fmt: skip
-def test_auto_writes_the_arm_the_evidence_measured(name, arm):
-    """Catches auto's control on the rotary or relative-position ViT drifting from the campaign arm whose records
-    chose it (a family default lost, another kernel, the control on another base)."""
+def test_auto_writes_the_arm_the_evidence_measured(name, built_with, arm):
+    """Catches auto on the rotary or relative-position ViT drifting from the campaign arm whose records chose it (a
+    family default lost, another kernel, the control on another base, or on a build it was never measured on)."""
     torch.manual_seed(0)
-    built = timm.create_model(name, **TINY)
+    built = timm.create_model(name, **TINY, **built_with)
     auto = apply_structured_init(copy.deepcopy(built), "auto")
     options = {k: v for k, v in ALL_ARMS[arm].model_kwargs.items() if k != "attention_init"}
     measured = apply_structured_init(copy.deepcopy(built), ALL_ARMS[arm].model_kwargs["attention_init"], **options)

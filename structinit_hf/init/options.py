@@ -329,6 +329,8 @@ AUTO_INITS: dict[str, tuple[str, dict[str, Any], str]] = {
     "rope": ("impulse", {"control": "normmatched"}, "on the rotary ViT random query/key biases and V/O at the "
              "impulse's norms with its attention layer scale opened (its norm-matched control) led the impulse on "
              "every seed at 10 and 50 epochs, and timm's default by more: the gain is the scale's"),
+    "rope/open": ("impulse", {}, "on the rotary ViT built with its layer scale at 1 the impulse with mimetic V/O led "
+                  "that build's timm default on every seed (its norm-matched control was not measured there)"),
     "relpos": ("impulse", {"control": "normmatched"}, "on the relative-position ViT a random relative bias at the "
                "impulse's norms (its norm-matched control) led timm's default on every seed; the shifts trailed"),
     # the same family built with its layer scale off (every gamma at 1: init_values=1.0)
