@@ -44,6 +44,20 @@ def _in(folder: str, root: str = BENCH) -> tuple[str, ...]:
     return (f"{root}/{folder}/results.json", f"{root}/{folder}/seed*-*/results.json")
 
 
+def _relpos_variant(suffix: str, what: str, shown: tuple[str, ...]) -> Cell:
+    """The relative-position ViT's ``-<suffix>`` profile: its arms against its own timm default, and that default
+    against the family's as timm builds it (borrowed from the base profile's records)."""
+    return Cell(
+        "relpos",
+        f"relative-position ViT {what}",
+        _in(f"cpu-proxy-n2500-relpos-{suffix}-cifar10"),
+        "model-default",
+        versus=(("model-default", _AS_BUILT),),
+        shown=shown,
+        borrowed=(("cpu-proxy-n2500-relpos-cifar10", "model-default", _AS_BUILT),),
+    )
+
+
 _PLAIN = (("impulse3", "impulse3-normmatched"), ("mimetic", "mimetic-normmatched"))
 _AS_BUILT = "timm's default of the family as timm builds it"
 _MODEL = "model-impulse3"
@@ -90,33 +104,9 @@ CELLS: tuple[Cell, ...] = (
         ((_MODEL, f"{_MODEL}-normmatched"),),
         ((f"{_MODEL}-sharp0.3", _MODEL), (f"{_MODEL}-sharp0.9", _MODEL), ("model-mimetic", _MODEL)),
     ),
-    Cell(
-        "relpos",
-        "relative-position ViT built with timm's ViT init (trunc normal 0.02)",
-        _in("cpu-proxy-n2500-relpos-tn-cifar10"),
-        "model-default",
-        versus=(("model-default", _AS_BUILT),),
-        shown=(_MODEL, "model-mimetic"),
-        borrowed=(("cpu-proxy-n2500-relpos-cifar10", "model-default", _AS_BUILT),),
-    ),
-    Cell(
-        "relpos",
-        "relative-position ViT with a bias table (rel_pos_type='bias')",
-        _in("cpu-proxy-n2500-relpos-bias-cifar10"),
-        "model-default",
-        versus=(("model-default", _AS_BUILT),),
-        shown=(_MODEL,),
-        borrowed=(("cpu-proxy-n2500-relpos-cifar10", "model-default", _AS_BUILT),),
-    ),
-    Cell(
-        "relpos",
-        "relative-position ViT with a class token (class_token=True, global_pool='token')",
-        _in("cpu-proxy-n2500-relpos-cls-cifar10"),
-        "model-default",
-        versus=(("model-default", _AS_BUILT),),
-        shown=(_MODEL,),
-        borrowed=(("cpu-proxy-n2500-relpos-cifar10", "model-default", _AS_BUILT),),
-    ),
+    _relpos_variant("tn", "built with timm's ViT init (trunc normal 0.02)", (_MODEL, "model-mimetic")),
+    _relpos_variant("bias", "with a bias table (rel_pos_type='bias')", (_MODEL,)),
+    _relpos_variant("cls", "with a class token (class_token=True, global_pool='token')", (_MODEL,)),
     Cell(
         "relpos",
         "relative-position ViT with layer scale off at init (init_values=1)",
